@@ -1,0 +1,1 @@
+"""Gymnasium-style verifiable environments (built in a later issue)."""

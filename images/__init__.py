@@ -1,0 +1,1 @@
+"""Dockerfiles for the sandbox images; built by ``proctor images build``."""

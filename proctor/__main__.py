@@ -1,0 +1,3 @@
+from proctor.cli.app import main
+
+main()

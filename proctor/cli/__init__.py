@@ -1,0 +1,1 @@
+"""The ``proctor`` command line: ``proctor images ...``, ``proctor doctor``; see ``proctor --help``."""

@@ -1,0 +1,29 @@
+"""Entry point of the ``proctor`` command; each subcommand group lives in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from proctor.cli.doctor import doctor
+from proctor.cli.images_cmd import app as images_app
+
+app = typer.Typer(
+    help="Proctor: Docker-sandboxed verifiable environments and a GRPO trainer.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+app.add_typer(images_app, name="images")
+app.command("doctor")(doctor)
+
+# sandbox subcommands: registered in sandbox_cmd.py
+# from proctor.cli.sandbox_cmd import app as sandbox_app
+# app.add_typer(sandbox_app, name="sandbox")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

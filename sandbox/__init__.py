@@ -1,0 +1,16 @@
+"""Docker-isolated execution of untrusted programs.
+
+    from proctor.sandbox import Sandbox, Job, Limits, Result
+    with Sandbox() as sb:
+        r = sb.run(Job(language="python", code=src, tests=test_src, limits=Limits(wall_s=5, memory_mb=256)))
+        rs = sb.run_many(jobs)   # concurrent, results in job order
+"""
+
+from .errors import BadJob, EngineUnavailable, ImageBuildError, InfraError, SandboxError
+from .sandbox import Sandbox
+from .types import LANGUAGES, STATUSES, CaseResult, Job, Limits, Result
+
+__all__ = [
+    "Sandbox", "Job", "Limits", "Result", "CaseResult", "LANGUAGES", "STATUSES",
+    "SandboxError", "InfraError", "EngineUnavailable", "ImageBuildError", "BadJob",
+]

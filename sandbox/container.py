@@ -1,0 +1,135 @@
+"""One warm, locked-down container whose PID 1 is the fork server."""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from .errors import InfraError
+from .protocol import Channel, raw_socket
+
+SANDBOX_UID = "1000:1000"
+LABEL = "proctor.sandbox"
+_serial = itertools.count()
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    """What a container is created with; jobs are served only by a container of their spec."""
+
+    image: str
+    memory_mb: int
+    pids: int
+    disk_mb: int
+    cpus: float = 1.0
+
+    def host_config(self, api: docker.APIClient) -> dict:
+        # The job's memory budget, plus room for the server and for the tmpfs pages
+        # the job writes (tmpfs is charged to the container's memory cgroup).
+        mem = (self.memory_mb + self.disk_mb + self.disk_mb // 4 + 64) << 20
+        return api.create_host_config(
+            network_mode="none",                 # loopback only
+            read_only=True,
+            tmpfs={
+                "/work": f"rw,exec,nosuid,nodev,size={self.disk_mb}m,uid=1000,gid=1000,mode=0700",
+                "/tmp": f"rw,nosuid,nodev,size={max(1, self.disk_mb // 4)}m,uid=1000,gid=1000,mode=1777",
+            },
+            shm_size=4 << 20,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            pids_limit=self.pids + 1,            # + the server itself
+            mem_limit=mem,
+            memswap_limit=mem,                   # no swap: memory is memory
+            nano_cpus=int(self.cpus * 1e9),
+            ulimits=[docker.types.Ulimit(name="nofile", soft=256, hard=256),
+                     docker.types.Ulimit(name="core", soft=0, hard=0)],
+            log_config=docker.types.LogConfig(type="none"),   # outputs travel on the socket, not to disk
+            ipc_mode="private",
+            init=False,                          # the server is PID 1: it reaps, and cannot be killed from inside
+        )
+
+
+class WarmContainer:
+    """A started container with an open channel to its server; serves one job at a time."""
+
+    def __init__(self, client: docker.DockerClient, spec: ContainerSpec, host: str, pool_id: str) -> None:
+        self.client = client
+        self.spec = spec
+        self.host = host
+        self.pool_id = pool_id
+        self.id: Optional[str] = None
+        self.channel: Optional[Channel] = None
+        self.jobs_served = 0
+        self.started_s = 0.0
+        self.ready: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, timeout_s: float = 60.0) -> "WarmContainer":
+        api = self.client.api
+        t0 = time.monotonic()
+        name = f"proctor-{self.pool_id}-{next(_serial)}-{secrets.token_hex(3)}"
+        try:
+            created = api.create_container(
+                self.spec.image,
+                name=name,
+                user=SANDBOX_UID,
+                stdin_open=True,
+                tty=False,
+                hostname="sandbox",
+                # Nothing of the host's environment: only what a program needs to run.
+                environment={"LANG": "C.UTF-8", "HOME": "/work", "PATH": "/usr/local/bin:/usr/bin:/bin"},
+                labels={LABEL: "1", "proctor.pool": self.pool_id},
+                host_config=self.spec.host_config(api),
+            )
+            self.id = created["Id"]
+            sock = api.attach_socket(self.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+            self.channel = Channel(raw_socket(sock))
+            api.start(self.id)
+            self.ready = self.channel.receive(timeout_s)
+        except docker.errors.ImageNotFound:
+            self.remove()
+            raise InfraError(f"sandbox image {self.spec.image} is not built on {self.host}: "
+                             "run `proctor images build`") from None
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            self.remove()
+            raise InfraError(f"could not start a sandbox container on {self.host}: {exc}") from None
+        except InfraError:
+            self.remove()
+            raise
+        if self.ready.get("type") != "ready":
+            self.remove()
+            raise InfraError(f"sandbox server said {self.ready!r} instead of ready")
+        self.started_s = time.monotonic() - t0
+        return self
+
+    def remove(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+        if self.id is not None:
+            try:
+                self.client.api.remove_container(self.id, force=True)
+            except (docker.errors.DockerException, requests.exceptions.RequestException):
+                pass   # engine gone: nothing left to remove that we can reach
+            self.id = None
+
+    # ------------------------------------------------------------------ one job
+    def execute(self, request: dict, timeout_s: float) -> dict:
+        """Send one job; return the server's result message. Raises InfraError."""
+        if self.channel is None:
+            raise InfraError("container is not running")
+        self.channel.send(request)
+        reply = self.channel.receive(timeout_s)
+        self.jobs_served += 1
+        if reply.get("type") == "error":
+            raise InfraError(f"sandbox server failed on job {reply.get('id')}: {reply.get('error', '')[-800:]}")
+        if reply.get("type") != "result" or reply.get("id") != request["id"]:
+            raise InfraError(f"out-of-order reply from the sandbox server: {str(reply)[:200]}")
+        return reply

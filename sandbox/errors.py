@@ -1,0 +1,28 @@
+"""Exceptions raised by ``proctor.sandbox``.
+
+One root (`SandboxError`) so callers can catch everything the sandbox raises; the
+subclasses separate "the machine is not set up" (infrastructure) from "the caller
+sent something invalid" (`BadJob`), because only the former is worth retrying.
+"""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Base class of every error raised by proctor.sandbox."""
+
+
+class InfraError(SandboxError):
+    """The execution infrastructure failed (engine, container, image); not the job's fault."""
+
+
+class EngineUnavailable(InfraError):
+    """The Docker engine could not be reached."""
+
+
+class ImageBuildError(InfraError):
+    """Building a sandbox image (or its Debian base) failed."""
+
+
+class BadJob(SandboxError, ValueError):
+    """A job is malformed (bad limits, paths, language); fix the caller, retrying will not help."""

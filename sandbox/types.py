@@ -1,0 +1,171 @@
+"""The sandbox's public data types: what a job asks for and what it gets back."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, replace
+from typing import Literal, Optional, Sequence, Union
+
+from .errors import BadJob
+
+Language = Literal["python", "c", "cpp"]
+LANGUAGES: tuple[str, ...] = ("python", "c", "cpp")
+
+Status = Literal[
+    "passed",         # tests ran to their end / every case matched, and the program exited 0
+    "failed",         # an assertion failed, wrong output, or it exited before its tests finished
+    "compile_error",  # C/C++ did not compile, or Python did not parse
+    "runtime_error",  # an uncaught exception, a crash signal, a non-zero exit
+    "timeout",        # CPU-time or wall-clock limit
+    "memory",         # memory limit
+    "output_limit",   # stdout or stderr grew past Limits.output_bytes
+    "infra_error",    # the sandbox itself failed (after retries): never a wrong answer
+]
+STATUSES: tuple[str, ...] = (
+    "passed", "failed", "compile_error", "runtime_error",
+    "timeout", "memory", "output_limit", "infra_error",
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one job.
+
+    ``cpu_s`` decides verdicts (a loaded machine must not turn a right answer into
+    a timeout); ``wall_s`` is the looser backstop that also catches sleeping programs.
+    Both apply to the whole process tree, not only the first process.
+    """
+
+    wall_s: float = 15.0
+    cpu_s: float = 5.0
+    memory_mb: int = 512
+    pids: int = 64
+    output_bytes: int = 1 << 20   # per stream (stdout, stderr)
+    disk_mb: int = 64             # writable work dir; /tmp gets a quarter of it
+    compile_s: float = 30.0       # wall limit of a C/C++ compile (CPU limit: the same)
+
+    def __post_init__(self) -> None:
+        for name in ("wall_s", "cpu_s", "compile_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not value > 0:
+                raise BadJob(f"Limits.{name} must be a positive number of seconds, got {value!r}")
+        for name, low in (("memory_mb", 16), ("pids", 4), ("output_bytes", 256), ("disk_mb", 1)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < low:
+                raise BadJob(f"Limits.{name} must be an integer >= {low}, got {value!r}")
+
+
+Case = tuple[str, str]  # (stdin, expected stdout)
+FileContent = Union[str, bytes]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One program to run.
+
+    Python: ``tests`` is appended to ``code`` and run as one module (HumanEval style).
+    C/C++: ``code`` and ``tests`` are compiled as two translation units and linked.
+    ``cases``: (stdin, expected stdout) pairs; each must match after trimming trailing
+    white space per line. ``files``: extra files written into the work dir first.
+    """
+
+    language: Language
+    code: str
+    tests: Optional[str] = None
+    cases: Optional[Sequence[Case]] = None
+    files: Optional[dict[str, FileContent]] = None
+    limits: Optional[Limits] = None
+
+    def __post_init__(self) -> None:
+        if self.language not in LANGUAGES:
+            raise BadJob(f"Job.language must be one of {', '.join(LANGUAGES)}; got {self.language!r}")
+        if not isinstance(self.code, str):
+            raise BadJob(f"Job.code must be a str, got {type(self.code).__name__}")
+        if self.tests is not None and not isinstance(self.tests, str):
+            raise BadJob(f"Job.tests must be a str or None, got {type(self.tests).__name__}")
+        if self.cases is not None:
+            cases = list(self.cases)
+            for i, case in enumerate(cases):
+                if (not isinstance(case, (tuple, list)) or len(case) != 2
+                        or not all(isinstance(part, str) for part in case)):
+                    raise BadJob(f"Job.cases[{i}] must be a (stdin, expected_stdout) pair of str, got {case!r:.80}")
+            object.__setattr__(self, "cases", tuple((c[0], c[1]) for c in cases))
+        if self.files is not None:
+            for path, content in self.files.items():
+                _check_file_path(path)
+                if not isinstance(content, (str, bytes)):
+                    raise BadJob(f"Job.files[{path!r}] must be str or bytes, got {type(content).__name__}")
+        if self.limits is not None and not isinstance(self.limits, Limits):
+            raise BadJob(f"Job.limits must be a Limits, got {type(self.limits).__name__}")
+
+    @property
+    def effective_limits(self) -> Limits:
+        return self.limits if self.limits is not None else Limits()
+
+    def with_limits(self, **changes: float) -> "Job":
+        return replace(self, limits=replace(self.effective_limits, **changes))
+
+
+_RESERVED = {"main.py", "main.c", "main.cpp", "tests.c", "tests.cpp", "prog", ".proctor"}
+
+
+def _check_file_path(path: object) -> None:
+    if not isinstance(path, str) or not path:
+        raise BadJob(f"Job.files keys must be non-empty relative paths, got {path!r}")
+    norm = posixpath.normpath(path)
+    if path.startswith("/") or norm.startswith("..") or "\x00" in path:
+        raise BadJob(f"Job.files[{path!r}]: paths must stay inside the work dir (relative, no '..')")
+    if norm.split("/")[0] in _RESERVED:
+        raise BadJob(f"Job.files[{path!r}]: that name is reserved for the program itself; rename the file")
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One stdin/stdout case."""
+
+    status: Status
+    passed: bool
+    stdout: str
+    stderr: str
+    exit_code: Optional[int]
+    wall_s: float
+    expected: str
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a job produced. ``passed`` is ``status == "passed"``."""
+
+    status: Status
+    passed: bool
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: Optional[int] = None
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    cases: tuple[CaseResult, ...] = ()
+    truncated: bool = False     # stdout or stderr was cut at Limits.output_bytes
+    error: str = ""             # for infra_error: what failed and what to do
+    attempts: int = 1           # > 1 when infra errors were retried
+    host: str = ""              # which Docker engine ran it
+
+    @property
+    def infra_error(self) -> bool:
+        return self.status == "infra_error"
+
+    @property
+    def pass_fraction(self) -> float:
+        """Fraction of cases passed (or 1.0/0.0 for a test-based job)."""
+        if self.cases:
+            return sum(c.passed for c in self.cases) / len(self.cases)
+        return 1.0 if self.passed else 0.0
+
+
+def infra_result(error: str, attempts: int, host: str = "", wall_s: float = 0.0) -> Result:
+    return Result(status="infra_error", passed=False, error=error, attempts=attempts, host=host, wall_s=wall_s)
+
+
+__all__ = [
+    "Language", "LANGUAGES", "Status", "STATUSES", "Limits", "Job", "Result", "CaseResult",
+    "Case", "FileContent", "infra_result",
+]

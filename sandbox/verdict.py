@@ -1,0 +1,139 @@
+"""Turn the server's measurements into a verdict.
+
+Kept apart from the transport so it can be tested exhaustively: the rules here
+decide rewards. The order of checks matters: a limit that was hit explains the
+exit code, not the other way round; and exit code 0 is never enough to pass.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import signal
+from typing import Optional
+
+from .types import CaseResult, Job, Result, Status
+
+_PY_EXC = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
+
+
+def decode_output(data: bytes, limit: int) -> str:
+    """Bytes to text: cut at the limit (never mid-character garbage), undecodable bytes replaced."""
+    return data[:limit].decode("utf-8", errors="replace")
+
+
+def normalize_output(text: str) -> str:
+    """Trailing white space of every line and trailing blank lines do not count."""
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return "\n".join(lines)
+
+
+def outputs_match(actual: str, expected: str) -> bool:
+    return normalize_output(actual) == normalize_output(expected)
+
+
+def last_python_exception(stderr: str) -> Optional[str]:
+    """Name of the exception that ended a Python program, from its traceback."""
+    if "Traceback (most recent call last)" not in stderr:
+        return None
+    for line in reversed(stderr.strip().splitlines()):
+        if line.startswith((" ", "\t")) or not line.strip():
+            continue
+        match = _PY_EXC.match(line.strip())
+        if match:
+            return match.group(1).rsplit(".", 1)[-1]
+        return None
+    return None
+
+
+def step_status(language: str, step: dict, stderr: str, *, needs_marker: bool) -> Status:
+    """Verdict of one run: everything but output comparison."""
+    if step["output_limit"]:
+        return "output_limit"
+    if step["timed_out"]:
+        return "timeout"
+    sig = step["signal"]
+    if step["oom"]:
+        return "memory"
+    if language == "python":
+        exc = last_python_exception(stderr)
+        if exc == "MemoryError":
+            return "memory"
+        if step["exit_code"] == 0 and sig is None:
+            return "passed" if (step["marker_ok"] or not needs_marker) else "failed"
+        if exc == "AssertionError":
+            return "failed"
+        if exc is not None or sig is not None:
+            return "runtime_error"
+        return "failed"   # sys.exit(n) with n != 0: the program reported failure itself
+    # C / C++
+    if sig is not None:
+        if sig == signal.SIGABRT and "std::bad_alloc" in stderr:
+            return "memory"
+        if sig == signal.SIGABRT and "Assertion" in stderr:
+            return "failed"
+        return "runtime_error"
+    if step["exit_code"] == 0:
+        return "passed" if (step["marker_ok"] or not needs_marker) else "failed"
+    return "failed"
+
+
+def _text(step: dict, key: str, limit: int) -> str:
+    return decode_output(base64.b64decode(step[key]), limit)
+
+
+def build_result(job: Job, reply: dict, *, attempts: int = 1, host: str = "") -> Result:
+    limits = job.effective_limits
+    cap = limits.output_bytes
+    steps = reply["steps"]
+    wall = sum(s["wall_s"] for s in steps)
+    cpu = sum(s["cpu_s"] for s in steps)
+    truncated = any(len(base64.b64decode(s[k])) >= cap for s in steps for k in ("stdout", "stderr"))
+    common = dict(wall_s=round(wall, 6), cpu_s=round(cpu, 6), attempts=attempts, host=host, truncated=truncated)
+
+    first = steps[0]
+    if first["kind"] == "compile":
+        stderr = _text(first, "stderr", cap)
+        if first["exit_code"] != 0 or first["timed_out"] or first["oom"] or first["signal"] is not None:
+            if first["timed_out"]:
+                stderr += f"\n[proctor] compilation exceeded {limits.compile_s:g} s"
+            return Result(status="compile_error", passed=False, stdout=_text(first, "stdout", cap),
+                          stderr=stderr, exit_code=first["exit_code"], **common)
+        steps = steps[1:]
+
+    status: Status = "passed"
+    main_out = main_err = ""
+    exit_code: Optional[int] = None
+    run = [s for s in steps if s["kind"] == "run"]
+    if run:
+        step = run[0]
+        main_out, main_err = _text(step, "stdout", cap), _text(step, "stderr", cap)
+        exit_code = step["exit_code"]
+        if job.language == "python" and step.get("syntax_error"):
+            return Result(status="compile_error", passed=False, stdout=main_out, stderr=main_err,
+                          exit_code=exit_code, **common)
+        status = step_status(job.language, step, main_err, needs_marker=True)
+
+    case_results = []
+    for step, (_stdin, expected) in zip([s for s in steps if s["kind"] == "case"], job.cases or ()):
+        out, err = _text(step, "stdout", cap), _text(step, "stderr", cap)
+        # Output is compared here, outside the sandbox, so exiting early cannot forge it.
+        case_status = step_status(job.language, step, err, needs_marker=False)
+        if job.language == "python" and step.get("syntax_error"):
+            case_status = "compile_error"
+        if case_status == "passed" and not outputs_match(out, expected):
+            case_status = "failed"
+        case_results.append(CaseResult(status=case_status, passed=case_status == "passed", stdout=out,
+                                       stderr=err, exit_code=step["exit_code"], wall_s=step["wall_s"],
+                                       expected=expected))
+    if case_results:
+        failing = next((c for c in case_results if not c.passed), None)
+        if not run:
+            shown = failing or case_results[0]
+            main_out, main_err, exit_code = shown.stdout, shown.stderr, shown.exit_code
+        if status == "passed" and failing is not None:
+            status = failing.status
+    return Result(status=status, passed=status == "passed", stdout=main_out, stderr=main_err,
+                  exit_code=exit_code, cases=tuple(case_results), **common)

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Brings a fresh Debian machine to the point where Proctor runs and tests:
+# Docker engine (installed and started), Python venv with torch (CPU) and proctor[dev],
+# and the sandbox images built from the machine's own apt sources.
+# Idempotent: each step is skipped when its result is already there.
+set -euo pipefail
+here="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$here"
+say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+
+# 1. Debian packages: the Docker engine and mmdebstrap (for the image base).
+need=()
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
+if [ ${#need[@]} -gt 0 ]; then
+  say "installing ${need[*]} (apt-get)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# 2. The engine: start dockerd when nothing answers, then wait until it does.
+if ! docker info >/dev/null 2>&1; then
+  say "starting dockerd (log: /var/log/proctor-dockerd.log)"
+  $SUDO sh -c 'nohup setsid dockerd >/var/log/proctor-dockerd.log 2>&1 &'
+  for _ in $(seq 1 120); do
+    docker info >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  docker info >/dev/null 2>&1 || { say "dockerd did not answer within 60 s; see /var/log/proctor-dockerd.log"; exit 1; }
+fi
+say "docker engine: $(docker version --format '{{.Server.Version}}')"
+
+# 3. Python: a venv in .venv; torch's CPU build first (an unpinned torch pulls GBs of CUDA wheels).
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  say "creating .venv"
+  "$PY" -m venv .venv
+fi
+VPY=.venv/bin/python
+if ! "$VPY" -c 'import torch' >/dev/null 2>&1; then
+  say "installing torch==2.13.0 (CPU build)"
+  "$VPY" -m pip install -q --upgrade pip
+  "$VPY" -m pip install -q torch==2.13.0
+fi
+stamp=.venv/.proctor-install-stamp
+sig="$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sig" ]; then
+  say "installing proctor[dev] (editable)"
+  "$VPY" -m pip install -q -e ".[dev]"
+  echo "$sig" > "$stamp"
+fi
+
+# 4. Sandbox images: built from local apt sources; a no-op when inputs are unchanged.
+.venv/bin/proctor images build
+say "ready"

@@ -1,0 +1,62 @@
+"""The proctor command line: help for every command, and doctor's JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from proctor.cli.app import app
+
+runner = CliRunner()
+
+COMMANDS = [
+    [],
+    ["images"],
+    ["images", "build"],
+    ["images", "list"],
+    ["images", "prune"],
+    ["doctor"],
+]
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=lambda a: " ".join(a) or "proctor")
+def test_help(argv: list[str]) -> None:
+    result = runner.invoke(app, [*argv, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage" in result.output
+
+
+def test_no_args_prints_help() -> None:
+    result = runner.invoke(app, [])
+    assert "Usage" in result.output and "images" in result.output and "doctor" in result.output
+
+
+def test_unknown_image_name_is_a_usage_error() -> None:
+    result = runner.invoke(app, ["images", "build", "--name", "rust"])
+    assert result.exit_code == 2
+
+
+@pytest.mark.docker
+def test_doctor_json_reports_engine_ok() -> None:
+    result = runner.invoke(app, ["doctor", "--json"])
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(result.stdout)
+    checks = {c["check"]: c for c in report["checks"]}
+    assert checks["docker engine"]["status"] == "ok"
+    assert {"torch", "cuda", "vllm", "python", "mmdebstrap"} <= set(checks)
+    assert all(c["status"] in ("ok", "missing", "warn") for c in report["checks"])
+    required_failed = [c for c in report["checks"] if c["required"] and c["status"] != "ok"]
+    assert report["ok"] == (not required_failed) == (result.exit_code == 0)
+
+
+@pytest.mark.docker
+def test_build_then_list_then_doctor_passes() -> None:
+    build = runner.invoke(app, ["images", "build"])
+    assert build.exit_code == 0, build.output
+    assert "already current" in build.output or "built" in build.output
+    listing = runner.invoke(app, ["images", "list"])
+    assert listing.exit_code == 0 and "present" in listing.output
+    doctor = runner.invoke(app, ["doctor", "--json"])
+    assert doctor.exit_code == 0, doctor.output

@@ -1,0 +1,1 @@
+"""The GRPO trainer (built in a later issue)."""
