@@ -35,16 +35,20 @@ def outputs_match(actual: str, expected: str) -> bool:
 
 
 def last_python_exception(stderr: str) -> Optional[str]:
-    """Name of the exception that ended a Python program, from its traceback."""
-    if "Traceback (most recent call last)" not in stderr:
+    """Name of the exception that ended a Python program, from its (last) traceback.
+
+    The exception line is the first unindented line after the frames; its message
+    may span lines of its own, so searching from the end would misread it.
+    """
+    header = "Traceback (most recent call last):"
+    at = stderr.rfind(header)
+    if at < 0:
         return None
-    for line in reversed(stderr.strip().splitlines()):
+    for line in stderr[at + len(header):].split("\n")[1:]:
         if line.startswith((" ", "\t")) or not line.strip():
             continue
-        match = _PY_EXC.match(line.strip())
-        if match:
-            return match.group(1).rsplit(".", 1)[-1]
-        return None
+        match = _PY_EXC.match(line)
+        return match.group(1).rsplit(".", 1)[-1] if match else None
     return None
 
 

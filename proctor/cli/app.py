@@ -6,6 +6,7 @@ import typer
 
 from proctor.cli.doctor import doctor
 from proctor.cli.images_cmd import app as images_app
+from proctor.cli.sandbox_cmd import app as sandbox_app
 
 app = typer.Typer(
     help="Proctor: Docker-sandboxed verifiable environments and a GRPO trainer.",
@@ -16,9 +17,7 @@ app = typer.Typer(
 app.add_typer(images_app, name="images")
 app.command("doctor")(doctor)
 
-# sandbox subcommands: registered in sandbox_cmd.py
-# from proctor.cli.sandbox_cmd import app as sandbox_app
-# app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(sandbox_app, name="sandbox")
 
 
 def main() -> None:

