@@ -20,7 +20,7 @@ jobs per cell are run first and not counted; before them each mode must pass the
 right solution and fail a wrong one, so the failure counts can be trusted.
 Failures = every counted job that did not pass (wrong verdict, timeout, exception).
 
-    .venv/bin/python bench/sandbox_throughput.py                 # ~2-3 min on 2 cores
+    .venv/bin/python bench/sandbox_throughput.py                 # ~1 min on 2 cores
     .venv/bin/python bench/sandbox_throughput.py --quick         # ~30 s smoke run
     .venv/bin/python bench/sandbox_throughput.py --json /tmp/bench.json
 """
@@ -124,6 +124,7 @@ class Cell:
     max_ms: Optional[float]
     failures: int
     failure_examples: list[str] = field(default_factory=list)
+    loadavg_1m_before: Optional[float] = None    # other work on the machine, for context
     latencies_ms: list[float] = field(default_factory=list)
 
 
@@ -143,6 +144,9 @@ Runner = Callable[[int], tuple[bool, str]]   # job index -> (passed, detail when
 
 def timed_threads(mode: str, conc: int, n: int, run_one: Runner, start_index: int = 0) -> Cell:
     """Run jobs start_index..start_index+n-1 from `conc` threads, each call timed on its own."""
+    if n < 1:
+        return Cell(mode=mode, concurrency=conc, jobs=0, elapsed_s=0.0, jobs_per_s=0.0, p50_ms=None,
+                    p99_ms=None, mean_ms=None, max_ms=None, failures=0)
     lat: list[Optional[float]] = [None] * n
     ok: list[bool] = [False] * n
     details: list[str] = [""] * n
@@ -403,8 +407,8 @@ MODES = ("proctor", "subprocess", "docker-run")
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--jobs", type=int, default=None, help="counted jobs per proctor/subprocess cell (200)")
-    ap.add_argument("--docker-jobs", type=int, default=None, help="counted jobs per docker-run cell (30)")
+    ap.add_argument("--jobs", type=int, default=None, help="counted jobs per proctor/subprocess cell (500)")
+    ap.add_argument("--docker-jobs", type=int, default=None, help="counted jobs per docker-run cell (60)")
     ap.add_argument("--conc", default="1,4", help="comma-separated concurrencies (1,4)")
     ap.add_argument("--warm", type=int, default=None, help="uncounted warm-up jobs per cell (4)")
     ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {','.join(MODES)}")
@@ -412,16 +416,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smoke run: 30 / 8 jobs per cell, 2 warm-up")
     args = ap.parse_args(argv)
 
-    args.jobs = args.jobs or (30 if args.quick else 200)
-    args.docker_jobs = args.docker_jobs or (8 if args.quick else 30)
+    args.jobs = args.jobs if args.jobs is not None else (30 if args.quick else 500)
+    args.docker_jobs = args.docker_jobs if args.docker_jobs is not None else (8 if args.quick else 60)
     args.warm = args.warm if args.warm is not None else (2 if args.quick else 4)
     concs = [int(x) for x in args.conc.split(",") if x.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:
         if m not in MODES:
             ap.error(f"unknown mode {m!r}; choose from {', '.join(MODES)}")
-    if not concs or min(concs) < 1 or args.jobs < 1 or args.docker_jobs < 1:
-        ap.error("--conc, --jobs and --docker-jobs must be positive")
+    if not concs or min(concs) < 1 or args.jobs < 1 or args.docker_jobs < 1 or args.warm < 0:
+        ap.error("--conc, --jobs and --docker-jobs must be positive, --warm not negative")
 
     info = machine_info()
     log(f"nproc={info['nproc']} load average {info['loadavg_start']}; modes {modes} at concurrency {concs}; "
@@ -435,6 +439,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     for mode in modes:
         for conc in concs:
             t = time.perf_counter()
+            load = round(os.getloadavg()[0], 2)
             if mode == "proctor":
                 new = bench_proctor(conc, args.jobs, args.warm)
             elif mode == "subprocess":
@@ -442,9 +447,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             else:
                 new = bench_docker_run(conc, args.docker_jobs, args.warm, image)
             for c in new:
+                c.loadavg_1m_before = load
                 log(f"{c.mode:<17} c={c.concurrency}: {c.jobs} jobs in {c.elapsed_s:.2f} s = "
                     f"{c.jobs_per_s:.1f} jobs/s, p50 {fmt(c.p50_ms)} ms, p99 {fmt(c.p99_ms)} ms, "
-                    f"{c.failures} failures (cell {time.perf_counter() - t:.1f} s)")
+                    f"{c.failures} failures (cell {time.perf_counter() - t:.1f} s, load {load} before)")
             cells.extend(new)
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     info["total_s"] = round(time.perf_counter() - t_all, 1)

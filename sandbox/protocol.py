@@ -17,7 +17,7 @@ from typing import Optional
 from .errors import InfraError
 
 STDOUT, STDERR = 1, 2
-MAX_FRAME = 64 << 20   # two capped 1 MiB streams per step, base64, many cases: generous
+MAX_FRAME = 256 << 20   # sanity bound: the server caps what each step ships back
 
 
 def encode_frame(message: dict) -> bytes:

@@ -12,7 +12,11 @@ import re
 import signal
 from typing import Optional
 
+from .server.judge import normalize_output, outputs_match
 from .types import CaseResult, Job, Result, Status
+
+__all__ = ["build_result", "decode_output", "last_python_exception", "normalize_output",
+           "outputs_match", "step_status"]
 
 _PY_EXC = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
 
@@ -20,18 +24,6 @@ _PY_EXC = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
 def decode_output(data: bytes, limit: int) -> str:
     """Bytes to text: cut at the limit (never mid-character garbage), undecodable bytes replaced."""
     return data[:limit].decode("utf-8", errors="replace")
-
-
-def normalize_output(text: str) -> str:
-    """Trailing white space of every line and trailing blank lines do not count."""
-    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
-    while lines and not lines[-1]:
-        lines.pop()
-    return "\n".join(lines)
-
-
-def outputs_match(actual: str, expected: str) -> bool:
-    return normalize_output(actual) == normalize_output(expected)
 
 
 def last_python_exception(stderr: str) -> Optional[str]:
@@ -123,11 +115,12 @@ def build_result(job: Job, reply: dict, *, attempts: int = 1, host: str = "") ->
     case_results = []
     for step, (_stdin, expected) in zip([s for s in steps if s["kind"] == "case"], job.cases or ()):
         out, err = _text(step, "stdout", cap), _text(step, "stderr", cap)
-        # Output is compared here, outside the sandbox, so exiting early cannot forge it.
+        # Output is compared outside the program (by the server), so exiting early cannot forge it.
         case_status = step_status(job.language, step, err, needs_marker=False)
         if job.language == "python" and step.get("syntax_error"):
             case_status = "compile_error"
-        if case_status == "passed" and not outputs_match(out, expected):
+        # The server compared the whole output (it ships at most CASE_SHIP bytes of it back).
+        if case_status == "passed" and not step.get("output_match", outputs_match(out, expected)):
             case_status = "failed"
         case_results.append(CaseResult(status=case_status, passed=case_status == "passed", stdout=out,
                                        stderr=err, exit_code=step["exit_code"], wall_s=step["wall_s"],

@@ -139,3 +139,34 @@ def test_humaneval_wrong_solutions_fail(sandbox):
                 limits=FAST) for p in problems]
     results = sandbox.run_many(jobs)
     assert all(r.status in ("failed", "runtime_error") for r in results)
+
+
+SUPERVISOR_PROBES = {
+    "read its memory": "open('/proc/1/mem', 'rb').read(1)",
+    "list its fds": "import os; os.listdir('/proc/1/fd')",
+    "read its environment": "open('/proc/1/environ', 'rb').read()",
+    "ptrace it": "import ctypes\nlibc = ctypes.CDLL(None)\nassert libc.ptrace(16, 1, 0, 0) == 0",
+    "SIGINT it": "import os, signal; os.kill(1, signal.SIGINT)",
+    "SIGTERM it": "import os, signal; os.kill(1, signal.SIGTERM)",
+    "SIGSTOP it": "import os, signal; os.kill(1, signal.SIGSTOP)",
+    "SIGKILL it": "import os, signal; os.kill(1, signal.SIGKILL)",
+    "SIGKILL everyone": "import os, signal; os.kill(-1, signal.SIGKILL)",
+}
+
+
+@pytest.mark.parametrize("probe", list(SUPERVISOR_PROBES))
+def test_a_job_cannot_touch_its_supervisor(docker_ready, probe):
+    # One slot, so the follow-up job lands in the container the probe ran in.
+    with Sandbox(slots=1, spare=0) as sb:
+        r = sb.run(Job("python", SUPERVISOR_PROBES[probe], limits=FAST))
+        assert r.status != "passed" or probe.startswith("SIG")
+        assert r.status != "infra_error", r.error
+        after = sb.run(Job("python", "print('alive')"))
+        assert after.passed and after.attempts == 1
+        assert sb.stats()[sb.pools[0].host]["started"] == 1   # the same container served both
+
+
+def test_tracebacks_start_at_the_program(sandbox):
+    r = sandbox.run(Job("python", "def f():\n    return 1 / 0\nf()"))
+    assert r.status == "runtime_error"
+    assert r.stderr.startswith("Traceback") and "forkserver" not in r.stderr and "ZeroDivisionError" in r.stderr

@@ -31,6 +31,8 @@ import sys
 import time
 import traceback
 
+from judge import outputs_match
+
 WORK = "/work"
 SCRUB_DIRS = (WORK, "/tmp", "/dev/shm", "/dev/mqueue")
 GUARD_C = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard.c")
@@ -38,6 +40,9 @@ CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORK, "LANG": "C.UT
              "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
 MARKER_FD, NONCE_FD = 3, 4
 EXIT_AFTER_SYNTAX_ERROR = 3
+# A case's output is compared here in full; only this much of it travels back, so a
+# job with many cases cannot make the server hold (and ship) hundreds of megabytes.
+CASE_SHIP = 64 << 10
 
 _CPU_FILES = ("/sys/fs/cgroup/cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage",
               "/sys/fs/cgroup/cpu.stat")
@@ -164,10 +169,12 @@ def _remove_tree_contents(root: str) -> None:
     for dirpath, dirnames, filenames in os.walk(root, topdown=True):
         # A job may have made directories unreadable to block the scrub.
         for d in dirnames:
-            try:
-                os.chmod(os.path.join(dirpath, d), 0o700, follow_symlinks=False)
-            except OSError:
-                pass
+            path = os.path.join(dirpath, d)
+            if not os.path.islink(path):
+                try:
+                    os.chmod(path, 0o700)
+                except OSError:
+                    pass
     for dirpath, dirnames, filenames in os.walk(root, topdown=False):
         for name in filenames:
             os.unlink(os.path.join(dirpath, name))
@@ -218,8 +225,10 @@ def _child_common(limits: dict, stdin_path: str | None, out_w: int, err_w: int,
                   keep: dict[int, int], cpu_s: float) -> None:
     """Runs in the forked child before the program: isolation of this one process tree."""
     os.setsid()
-    for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP,
+                signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # as in a fresh interpreter
     wanted = {0: os.open(stdin_path or "/dev/null", os.O_RDONLY), 1: out_w, 2: err_w, **keep}
     # Park every source above the targets first, so no dup2 clobbers a source not yet placed.
     parked = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 100) for target, source in wanted.items()}
@@ -283,6 +292,8 @@ def run_python(source: str, nonce: str) -> None:
     import types
 
     _set_dumpable(1)   # the server is not dumpable; the job may inspect itself as usual
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)   # as CPython sets them at start-up
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     os.environ.clear()
     os.environ.update(CHILD_ENV)
     path = os.path.join(WORK, "main.py")
@@ -337,7 +348,8 @@ def run_python(source: str, nonce: str) -> None:
         etype, value, tb = sys.exc_info()
         try:
             # Start the traceback at the program's own frame, not at this runner.
-            sys.excepthook(etype, value, tb.tb_next if tb is not None else None)
+            tb = tb.tb_next if tb is not None else None
+            sys.excepthook(etype, value.with_traceback(tb) if value is not None else value, tb)
         except BaseException:
             pass
         finish(1, False)
@@ -368,7 +380,7 @@ def _set_dumpable(flag: int) -> None:
 
 def run_step(kind: str, limits: dict, *, argv: list[str] | None = None, python_source: str | None = None,
              stdin_path: str | None = None, nonce: str = "", wall_s: float, cpu_s: float,
-             memory_limit: str = "none") -> dict:
+             memory_limit: str = "none", expected: str | None = None) -> dict:
     """Run one program to its end or its limit; measure everything the verdict needs."""
     cap = limits["output_bytes"]
     out_r, out_w = os.pipe()
@@ -461,11 +473,16 @@ def run_step(kind: str, limits: dict, *, argv: list[str] | None = None, python_s
     signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     if signum == signal.SIGXCPU or (signum == signal.SIGKILL and timed_out is None and cpu_used > cpu_s):
         timed_out = timed_out or "cpu"
-    out, err = bytes(buffers[out_r]), bytes(buffers[err_r])
+    out, err = bytes(buffers[out_r][:cap]), bytes(buffers[err_r][:cap])
+    match = None
+    if expected is not None:
+        match = outputs_match(out.decode("utf-8", errors="replace"), expected)
+        out, err = out[:CASE_SHIP], err[:CASE_SHIP]
     return {
         "kind": kind,
-        "stdout": base64.b64encode(out[:cap]).decode(),
-        "stderr": base64.b64encode(err[:cap]).decode(),
+        "stdout": base64.b64encode(out).decode(),
+        "stderr": base64.b64encode(err).decode(),
+        "output_match": match,
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": signum,
         "wall_s": round(wall, 6),
@@ -523,18 +540,21 @@ def run_job(job: dict) -> dict:
         steps.append(run_step("run", limits, **run, **common))
         if language == "python" and steps[-1]["syntax_error"]:
             return {"steps": steps}
-    for i, (stdin, _expected) in enumerate(cases):
+    for i, (stdin, expected) in enumerate(cases):
         stdin_path = os.path.join(WORK, ".proctor", f"stdin-{i}")
         os.makedirs(os.path.dirname(stdin_path), exist_ok=True)
         with open(stdin_path, "w") as f:
             f.write(stdin)
-        steps.append(run_step("case", limits, stdin_path=stdin_path, **run, **common))
+        steps.append(run_step("case", limits, stdin_path=stdin_path, expected=expected, **run, **common))
     return {"steps": steps}
 
 
 def main() -> None:
     _set_dumpable(0)   # jobs share our uid: keep them out of /proc/1/mem and ptrace
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    # A job shares our uid and may signal us. The kernel drops signals to a namespace's
+    # init unless init handles them, and Python handles SIGINT: stop that.
+    for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_IGN)
     infd, outfd = 0, os.dup(1)
     # From here on stray prints from this process go to stderr, never into the protocol.
     os.dup2(2, 1)
