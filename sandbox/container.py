@@ -29,6 +29,7 @@ class ContainerSpec:
     pids: int
     disk_mb: int
     cpus: float = 1.0
+    runtime: Optional[str] = None   # another OCI runtime (runsc, kata) for a stronger boundary
 
     def host_config(self, api: docker.APIClient) -> dict:
         # The job's memory budget, plus room for the server and for the tmpfs pages
@@ -53,6 +54,7 @@ class ContainerSpec:
             log_config=docker.types.LogConfig(type="none"),   # outputs travel on the socket, not to disk
             ipc_mode="private",
             init=False,                          # the server is PID 1: it reaps, and cannot be killed from inside
+            runtime=self.runtime,
         )
 
 

@@ -47,15 +47,18 @@ class Sandbox:
     host (default: the local CPU count; for remote hosts, the engine's CPU count).
     ``retries``: extra attempts, each on a fresh container, after an infrastructure
     error; only then is ``infra_error`` reported. ``auto_build``: build missing
-    images instead of raising.
+    images instead of raising. ``runtime``: an OCI runtime other than the engine's
+    default (``runsc`` for gVisor) for code that is hostile, not merely wrong.
     """
 
     def __init__(self, hosts: Optional[Sequence[str]] = None, *, slots: Optional[int] = None,
                  retries: int = 2, cpus_per_job: float = 1.0, spare: int = 1,
-                 max_jobs_per_container: int = 1000, auto_build: bool = False) -> None:
+                 max_jobs_per_container: int = 1000, auto_build: bool = False,
+                 runtime: Optional[str] = None) -> None:
         self.retries = retries
         self.cpus_per_job = cpus_per_job
         self.auto_build = auto_build
+        self.runtime = runtime
         self.pool_id = secrets.token_hex(4)
         self._cond = threading.Condition()
         self._image_refs: dict[tuple[str, str], str] = {}
@@ -145,7 +148,7 @@ class Sandbox:
             self._image_refs[key] = ref
         lim = job.effective_limits
         return ContainerSpec(image=ref, memory_mb=lim.memory_mb, pids=lim.pids, disk_mb=lim.disk_mb,
-                             cpus=self.cpus_per_job)
+                             cpus=self.cpus_per_job, runtime=self.runtime)
 
     def _take_slot(self, avoid: Optional[HostPool]) -> HostPool:
         with self._cond:

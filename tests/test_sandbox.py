@@ -170,3 +170,11 @@ def test_tracebacks_start_at_the_program(sandbox):
     r = sandbox.run(Job("python", "def f():\n    return 1 / 0\nf()"))
     assert r.status == "runtime_error"
     assert r.stderr.startswith("Traceback") and "forkserver" not in r.stderr and "ZeroDivisionError" in r.stderr
+
+
+def test_runtime_is_passed_to_the_engine(docker_ready):
+    with Sandbox(slots=1, runtime="runc") as sb:
+        assert sb.run(Job("python", "print(1)")).passed
+    with Sandbox(slots=1, runtime="no-such-runtime", retries=0) as sb:
+        r = sb.run(Job("python", "print(1)"))
+    assert r.status == "infra_error" and "no-such-runtime" in r.error
