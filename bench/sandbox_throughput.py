@@ -14,11 +14,15 @@ tests) is run many times in three modes, each at concurrency 1 and 4:
   docker-run  one ``docker run --rm`` per job through the Docker SDK with the same
               python sandbox image, from c threads: what most home-grown RL code does.
 
-Every mode is measured the same way: jobs/s = counted jobs / wall time of the
-whole cell; p50/p99 = percentiles of the per-job wall times in ms. A few warm-up
-jobs per cell are run first and not counted; before them each mode must pass the
-right solution and fail a wrong one, so the failure counts can be trusted.
-Failures = every counted job that did not pass (wrong verdict, timeout, exception).
+Every mode is measured the same way: jobs/s = counted jobs / summed wall time of
+the timed batches; p50/p99 = percentiles of the per-job wall times in ms. A cell's
+jobs are split into --rounds batches and, per concurrency, the modes take turns
+batch by batch (rotating who goes first), so load from other work on the machine
+hits every mode alike. Untimed set-up per cell: container start-up (proctor), a
+pre-flight in which each mode must pass the right solution and fail a wrong one
+(so the failure counts can be trusted), then --warm warm-up jobs. Failures = every
+counted job that did not pass (wrong verdict, timeout, exception). Exit status 1
+if any counted job failed.
 
     .venv/bin/python bench/sandbox_throughput.py                 # ~1 min on 2 cores
     .venv/bin/python bench/sandbox_throughput.py --quick         # ~30 s smoke run
@@ -112,6 +116,16 @@ def source(code: str, i: int) -> str:
 
 
 @dataclass
+class Chunk:
+    """Raw numbers of one timed batch of jobs."""
+
+    jobs: int
+    elapsed_s: float
+    latencies_ms: list[float]
+    failures: list[str]             # one detail string per job that did not pass
+
+
+@dataclass
 class Cell:
     mode: str
     concurrency: int
@@ -124,7 +138,8 @@ class Cell:
     max_ms: Optional[float]
     failures: int
     failure_examples: list[str] = field(default_factory=list)
-    loadavg_1m_before: Optional[float] = None    # other work on the machine, for context
+    rounds: int = 0
+    loadavg_1m: list[float] = field(default_factory=list)   # before each round: other work on the machine
     latencies_ms: list[float] = field(default_factory=list)
 
 
@@ -139,15 +154,27 @@ def percentile(values: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+def make_cell(mode: str, conc: int, chunks: list[Chunk], loads: list[float]) -> Cell:
+    jobs = sum(c.jobs for c in chunks)
+    elapsed = sum(c.elapsed_s for c in chunks)
+    ms = [x for c in chunks for x in c.latencies_ms]
+    bad = [d for c in chunks for d in c.failures]
+    return Cell(mode=mode, concurrency=conc, jobs=jobs, elapsed_s=round(elapsed, 4),
+                jobs_per_s=jobs / elapsed if elapsed > 0 else 0.0,
+                p50_ms=percentile(ms, 50) if ms else None, p99_ms=percentile(ms, 99) if ms else None,
+                mean_ms=sum(ms) / len(ms) if ms else None, max_ms=max(ms) if ms else None,
+                failures=len(bad), failure_examples=sorted(set(bad))[:3], rounds=len(chunks),
+                loadavg_1m=loads, latencies_ms=[round(x, 3) for x in ms])
+
+
 Runner = Callable[[int], tuple[bool, str]]   # job index -> (passed, detail when not passed)
 
 
-def timed_threads(mode: str, conc: int, n: int, run_one: Runner, start_index: int = 0) -> Cell:
+def timed_threads(mode: str, conc: int, n: int, run_one: Runner, start_index: int = 0) -> Chunk:
     """Run jobs start_index..start_index+n-1 from `conc` threads, each call timed on its own."""
     if n < 1:
-        return Cell(mode=mode, concurrency=conc, jobs=0, elapsed_s=0.0, jobs_per_s=0.0, p50_ms=None,
-                    p99_ms=None, mean_ms=None, max_ms=None, failures=0)
-    lat: list[Optional[float]] = [None] * n
+        return Chunk(0, 0.0, [], [])
+    lat: list[float] = [0.0] * n
     ok: list[bool] = [False] * n
     details: list[str] = [""] * n
 
@@ -157,7 +184,7 @@ def timed_threads(mode: str, conc: int, n: int, run_one: Runner, start_index: in
             passed, detail = run_one(start_index + k)
         except Exception as exc:  # noqa: BLE001 - anything is a failure, counted honestly
             passed, detail = False, f"{type(exc).__name__}: {exc}"
-        lat[k] = time.perf_counter() - t
+        lat[k] = (time.perf_counter() - t) * 1000.0
         ok[k], details[k] = passed, detail
 
     t0 = time.perf_counter()
@@ -165,12 +192,7 @@ def timed_threads(mode: str, conc: int, n: int, run_one: Runner, start_index: in
         for f in [ex.submit(one, k) for k in range(n)]:
             f.result()
     elapsed = time.perf_counter() - t0
-    ms = [x * 1000.0 for x in lat if x is not None]
-    bad = [d for d, o in zip(details, ok) if not o]
-    return Cell(mode=mode, concurrency=conc, jobs=n, elapsed_s=elapsed, jobs_per_s=n / elapsed,
-                p50_ms=percentile(ms, 50), p99_ms=percentile(ms, 99), mean_ms=sum(ms) / len(ms),
-                max_ms=max(ms), failures=len(bad), failure_examples=sorted(set(bad))[:3],
-                latencies_ms=[round(x, 3) for x in ms])
+    return Chunk(n, elapsed, lat, [d for d, o in zip(details, ok) if not o])
 
 
 def preflight(mode: str, run_code: Callable[[str, int], tuple[bool, str]]) -> None:
@@ -188,83 +210,111 @@ def log(msg: str) -> None:
 
 
 # --------------------------------------------------------------------------- modes
+#
+# Each mode: setup (untimed: start, pre-flight, warm-up jobs), then `chunk(n, start)`
+# called once per round, then close(). chunk returns {row name: Chunk}.
 
 
-def bench_proctor(conc: int, n: int, warm: int) -> list[Cell]:
-    from proctor.sandbox import Job, Limits, Sandbox
+class ProctorMode:
+    name = "proctor"
 
-    limits = Limits(wall_s=WALL_S, memory_mb=MEMORY_MB)
+    def __init__(self, conc: int, warm: int) -> None:
+        from proctor.sandbox import Job, Limits, Sandbox
 
-    def job(code: str, i: int) -> Job:
+        self.conc, self.Job = conc, Job
+        self.limits = Limits(wall_s=WALL_S, memory_mb=MEMORY_MB)
+        self.sb = Sandbox(slots=conc, auto_build=True)
+        try:
+            t = time.perf_counter()
+            self.sb.warmup(["python"])
+            log(f"proctor c={conc}: warmup() took {time.perf_counter() - t:.2f} s")
+            # warmup() starts containers for the default Limits, and a container serves only
+            # jobs of its own limits: bring up `conc` containers for this job's limits too with
+            # `conc` overlapping sleeps (uncounted), so no counted job waits for a start.
+            sleeper = Job(language="python", code="import time; time.sleep(0.3)", limits=self.limits)
+            warm_chunk = timed_threads("proctor", conc, conc, lambda i: (self.sb.run(sleeper).passed, "sleep"))
+            if warm_chunk.failures:
+                sys.exit(f"proctor: warm-up sleep jobs failed: {warm_chunk.failures[:1]}")
+            preflight("proctor", self.run_code)
+            timed_threads("proctor", conc, warm, lambda i: self.run_code(CODE, i), start_index=-1000)
+        except BaseException:
+            self.sb.close()
+            raise
+
+    def job(self, code: str, i: int):
         # Job.tests is appended to Job.code by the sandbox; the comment keeps jobs distinct.
-        return Job(language="python", code=f"# job {i}\n{code}", tests=TESTS, limits=limits)
+        return self.Job(language="python", code=f"# job {i}\n{code}", tests=TESTS, limits=self.limits)
 
-    with Sandbox(slots=conc, auto_build=True) as sb:
-        t = time.perf_counter()
-        sb.warmup(["python"])
-        log(f"proctor c={conc}: warmup() took {time.perf_counter() - t:.2f} s")
+    def run_code(self, code: str, i: int) -> tuple[bool, str]:
+        r = self.sb.run(self.job(code, i))
+        return r.passed, f"{r.status}: {(r.error or r.stderr)[-300:]}"
 
-        def run_code(code: str, i: int) -> tuple[bool, str]:
-            r = sb.run(job(code, i))
-            return r.passed, f"{r.status}: {(r.error or r.stderr)[-300:]}"
-
-        # warmup() starts containers for the default Limits; a container serves only jobs of
-        # its own limits, so bring up `conc` containers for this job's limits too: `conc`
-        # overlapping sleeps (uncounted), so none of the counted jobs waits for a start.
-        sleeper = Job(language="python", code="import time; time.sleep(0.3)", limits=limits)
-        spec_warm = timed_threads("proctor", conc, conc, lambda i: (sb.run(sleeper).passed, "sleep job"))
-        if spec_warm.failures:
-            sys.exit(f"proctor: warm-up sleep jobs failed: {spec_warm.failure_examples}")
-        preflight("proctor", run_code)
-        timed_threads("proctor", conc, warm, lambda i: run_code(CODE, i), start_index=-1000)
-        cell = timed_threads("proctor", conc, n, lambda i: run_code(CODE, i))
-
-        batch = [job(CODE, i) for i in range(n)]
+    def chunk(self, n: int, start: int) -> dict[str, Chunk]:
+        threads = timed_threads("proctor", self.conc, n, lambda i: self.run_code(CODE, i), start)
+        batch = [self.job(CODE, start + n + i) for i in range(n)]
         t0 = time.perf_counter()
-        results = sb.run_many(batch)
+        results = self.sb.run_many(batch)
         elapsed = time.perf_counter() - t0
         bad = [f"{r.status}: {(r.error or r.stderr)[-300:]}" for r in results if not r.passed]
-        many = Cell(mode="proctor run_many", concurrency=conc, jobs=n, elapsed_s=elapsed,
-                    jobs_per_s=n / elapsed, p50_ms=None, p99_ms=None, mean_ms=None, max_ms=None,
-                    failures=len(bad) + (n - len(results)), failure_examples=sorted(set(bad))[:3])
-        log(f"proctor c={conc}: containers {sb.stats()}")
-    return [cell, many]
+        bad += ["missing result"] * (n - len(results))
+        return {"proctor": threads, "proctor run_many": Chunk(n, elapsed, [], bad)}
+
+    def close(self) -> None:
+        log(f"proctor c={self.conc}: containers {self.sb.stats()}")
+        self.sb.close()
 
 
-def bench_subprocess(conc: int, n: int, warm: int) -> list[Cell]:
-    py = host_python()
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+class SubprocessMode:
+    name = "subprocess"
 
-    def run_code(code: str, i: int) -> tuple[bool, str]:
-        p = subprocess.run([py, "-c", source(code, i)], timeout=HOST_TIMEOUT_S,
-                           capture_output=True, env=env)
+    def __init__(self, conc: int, warm: int) -> None:
+        self.conc, self.py = conc, host_python()
+        self.env = dict(os.environ, OMP_NUM_THREADS="1")
+        preflight("subprocess", self.run_code)
+        timed_threads("subprocess", conc, warm, lambda i: self.run_code(CODE, i), start_index=-1000)
+
+    def run_code(self, code: str, i: int) -> tuple[bool, str]:
+        p = subprocess.run([self.py, "-c", source(code, i)], timeout=HOST_TIMEOUT_S,
+                           capture_output=True, env=self.env)
         return p.returncode == 0, f"exit {p.returncode}: {p.stderr.decode(errors='replace')[-300:]}"
 
-    preflight("subprocess", run_code)
-    timed_threads("subprocess", conc, warm, lambda i: run_code(CODE, i), start_index=-1000)
-    return [timed_threads("subprocess", conc, n, lambda i: run_code(CODE, i))]
+    def chunk(self, n: int, start: int) -> dict[str, Chunk]:
+        return {"subprocess": timed_threads("subprocess", self.conc, n, lambda i: self.run_code(CODE, i), start)}
+
+    def close(self) -> None:
+        pass
 
 
-def bench_docker_run(conc: int, n: int, warm: int, image: str) -> list[Cell]:
-    import docker
+class DockerRunMode:
+    name = "docker-run"
 
-    client = docker.from_env(max_pool_size=max(10, 2 * conc))
+    def __init__(self, conc: int, warm: int, image: str) -> None:
+        import docker
 
-    def run_code(code: str, i: int) -> tuple[bool, str]:
+        self.docker, self.conc, self.image = docker, conc, image
+        self.client = docker.from_env(max_pool_size=max(10, 2 * conc))
         try:
-            client.containers.run(image, ["python3", "-c", source(code, i)], entrypoint=[],
-                                  remove=True, network_disabled=True, user="1000:1000",
-                                  mem_limit=f"{MEMORY_MB}m", environment={"OMP_NUM_THREADS": "1"})
-        except docker.errors.ContainerError as exc:
+            preflight("docker-run", self.run_code)
+            timed_threads("docker-run", conc, warm, lambda i: self.run_code(CODE, i), start_index=-1000)
+        except BaseException:
+            self.client.close()
+            raise
+
+    def run_code(self, code: str, i: int) -> tuple[bool, str]:
+        # `docker run --rm` per job: create, start, wait, logs, remove.
+        try:
+            self.client.containers.run(self.image, ["python3", "-c", source(code, i)], entrypoint=[],
+                                       remove=True, network_disabled=True, user="1000:1000",
+                                       mem_limit=f"{MEMORY_MB}m", environment={"OMP_NUM_THREADS": "1"})
+        except self.docker.errors.ContainerError as exc:
             return False, f"exit {exc.exit_status}: {str(exc.stderr or b'')[-300:]}"
         return True, ""
 
-    try:
-        preflight("docker-run", run_code)
-        timed_threads("docker-run", conc, warm, lambda i: run_code(CODE, i), start_index=-1000)
-        return [timed_threads("docker-run", conc, n, lambda i: run_code(CODE, i))]
-    finally:
-        client.close()
+    def chunk(self, n: int, start: int) -> dict[str, Chunk]:
+        return {"docker-run": timed_threads("docker-run", self.conc, n, lambda i: self.run_code(CODE, i), start)}
+
+    def close(self) -> None:
+        self.client.close()
 
 
 def python_image() -> str:
@@ -283,6 +333,45 @@ def python_image() -> str:
             return images.require_image(client, "python")
     finally:
         client.close()
+
+
+def split(n: int, rounds: int) -> list[int]:
+    """n jobs over `rounds` rounds, as evenly as possible (no empty rounds)."""
+    rounds = max(1, min(rounds, n))
+    return [n // rounds + (1 if r < n % rounds else 0) for r in range(rounds)]
+
+
+def bench_concurrency(conc: int, modes: list[str], args: argparse.Namespace, image: str) -> list[Cell]:
+    """All modes at one concurrency, interleaved in rounds so background load hits them alike."""
+    runners: dict[str, object] = {}
+    try:
+        for m in modes:
+            if m == "proctor":
+                runners[m] = ProctorMode(conc, args.warm)
+            elif m == "subprocess":
+                runners[m] = SubprocessMode(conc, args.warm)
+            else:
+                runners[m] = DockerRunMode(conc, args.warm, image)
+        plan = {m: split(args.docker_jobs if m == "docker-run" else args.jobs, args.rounds) for m in modes}
+        chunks: dict[str, list[Chunk]] = {}
+        loads: dict[str, list[float]] = {}
+        started = {m: 0 for m in modes}
+        for r in range(max(len(p) for p in plan.values())):
+            order = modes[r % len(modes):] + modes[:r % len(modes)]   # rotate who goes first
+            for m in order:
+                if r >= len(plan[m]):
+                    continue
+                load = round(os.getloadavg()[0], 2)
+                for row, ch in runners[m].chunk(plan[m][r], started[m]).items():  # type: ignore[attr-defined]
+                    chunks.setdefault(row, []).append(ch)
+                    loads.setdefault(row, []).append(load)
+                started[m] += 2 * plan[m][r]
+            log(f"c={conc} round {r + 1}: " + ", ".join(
+                f"{row} {ch[-1].jobs / ch[-1].elapsed_s:.1f}/s" for row, ch in chunks.items() if ch))
+    finally:
+        for runner in runners.values():
+            runner.close()  # type: ignore[attr-defined]
+    return [make_cell(row, conc, ch, loads[row]) for row, ch in chunks.items()]
 
 
 # --------------------------------------------------------------------------- reporting
@@ -357,7 +446,7 @@ def print_report(info: dict, cells: list[Cell], ratio_rows: list[dict], args: ar
               f"at end {info['loadavg_end']}\n"
               f"job: HumanEval/0 has_close_elements (canonical solution + check), "
               f"limits wall {WALL_S:g} s / {MEMORY_MB} MiB, OMP_NUM_THREADS=1, "
-              f"warm-up {args.warm} jobs per cell not counted")
+              f"warm-up {args.warm} jobs per cell not counted, {args.rounds} interleaved rounds")
     try:
         from rich.console import Console
         from rich.table import Table
@@ -411,6 +500,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--docker-jobs", type=int, default=None, help="counted jobs per docker-run cell (60)")
     ap.add_argument("--conc", default="1,4", help="comma-separated concurrencies (1,4)")
     ap.add_argument("--warm", type=int, default=None, help="uncounted warm-up jobs per cell (4)")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="split each cell into this many chunks, modes interleaved round by round (5)")
     ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {','.join(MODES)}")
     ap.add_argument("--json", metavar="PATH", help="write every number (incl. per-job latencies) here")
     ap.add_argument("--quick", action="store_true", help="smoke run: 30 / 8 jobs per cell, 2 warm-up")
@@ -419,13 +510,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     args.jobs = args.jobs if args.jobs is not None else (30 if args.quick else 500)
     args.docker_jobs = args.docker_jobs if args.docker_jobs is not None else (8 if args.quick else 60)
     args.warm = args.warm if args.warm is not None else (2 if args.quick else 4)
+    args.rounds = args.rounds if args.rounds is not None else (2 if args.quick else 5)
     concs = [int(x) for x in args.conc.split(",") if x.strip()]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:
         if m not in MODES:
             ap.error(f"unknown mode {m!r}; choose from {', '.join(MODES)}")
-    if not concs or min(concs) < 1 or args.jobs < 1 or args.docker_jobs < 1 or args.warm < 0:
-        ap.error("--conc, --jobs and --docker-jobs must be positive, --warm not negative")
+    if not concs or min(concs) < 1 or args.jobs < 1 or args.docker_jobs < 1 or args.warm < 0 or args.rounds < 1:
+        ap.error("--conc, --jobs, --docker-jobs and --rounds must be positive, --warm not negative")
 
     info = machine_info()
     log(f"nproc={info['nproc']} load average {info['loadavg_start']}; modes {modes} at concurrency {concs}; "
@@ -436,22 +528,15 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     cells: list[Cell] = []
     t_all = time.perf_counter()
-    for mode in modes:
-        for conc in concs:
-            t = time.perf_counter()
-            load = round(os.getloadavg()[0], 2)
-            if mode == "proctor":
-                new = bench_proctor(conc, args.jobs, args.warm)
-            elif mode == "subprocess":
-                new = bench_subprocess(conc, args.jobs, args.warm)
-            else:
-                new = bench_docker_run(conc, args.docker_jobs, args.warm, image)
-            for c in new:
-                c.loadavg_1m_before = load
-                log(f"{c.mode:<17} c={c.concurrency}: {c.jobs} jobs in {c.elapsed_s:.2f} s = "
-                    f"{c.jobs_per_s:.1f} jobs/s, p50 {fmt(c.p50_ms)} ms, p99 {fmt(c.p99_ms)} ms, "
-                    f"{c.failures} failures (cell {time.perf_counter() - t:.1f} s, load {load} before)")
-            cells.extend(new)
+    for conc in concs:
+        t = time.perf_counter()
+        new = bench_concurrency(conc, modes, args, image)
+        for c in new:
+            log(f"{c.mode:<17} c={c.concurrency}: {c.jobs} jobs in {c.elapsed_s:.2f} s = "
+                f"{c.jobs_per_s:.1f} jobs/s, p50 {fmt(c.p50_ms)} ms, p99 {fmt(c.p99_ms)} ms, "
+                f"{c.failures} failures, load {c.loadavg_1m}")
+        log(f"concurrency {conc} took {time.perf_counter() - t:.1f} s")
+        cells.extend(new)
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     info["total_s"] = round(time.perf_counter() - t_all, 1)
     info["image"] = image

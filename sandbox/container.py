@@ -111,6 +111,21 @@ class WarmContainer:
         self.started_s = time.monotonic() - t0
         return self
 
+    def oom_killed(self, wait_s: float = 2.0) -> bool:
+        """Whether the kernel's OOM killer struck in this container (it may have taken PID 1)."""
+        if self.id is None:
+            return False
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                state = self.client.api.inspect_container(self.id)["State"]
+            except (docker.errors.DockerException, requests.exceptions.RequestException):
+                return False
+            # Docker records OOMKilled when the container stops; give it a moment to.
+            if not state.get("Running") or time.monotonic() > deadline:
+                return bool(state.get("OOMKilled"))
+            time.sleep(0.05)
+
     def remove(self) -> None:
         if self.channel is not None:
             self.channel.close()

@@ -18,7 +18,7 @@ from .container import ContainerSpec
 from .engine import connect
 from .errors import InfraError, SandboxError
 from .pool import HostPool
-from .types import Job, Result, infra_result
+from .types import Job, Limits, Result, infra_result
 from .verdict import build_result
 
 log = logging.getLogger("proctor.sandbox")
@@ -120,11 +120,16 @@ class Sandbox:
                 future.result()
         return [r for r in results if r is not None]
 
-    def warmup(self, languages: Sequence[str] = ("python",), per_host: Optional[int] = None) -> None:
-        """Start containers now so the first jobs do not wait for them (~0.5 s each)."""
+    def warmup(self, languages: Sequence[str] = ("python",), per_host: Optional[int] = None,
+               limits: Optional[Limits] = None) -> None:
+        """Start containers now so the first jobs do not wait for them (~0.3 s each).
+
+        A container serves jobs of one memory/pids/disk budget: pass the ``limits``
+        your jobs will use.
+        """
         for pool in self.pools:
             for language in languages:
-                spec = self._spec(pool, Job(language=language, code=""))  # type: ignore[arg-type]
+                spec = self._spec(pool, Job(language=language, code="", limits=limits))  # type: ignore[arg-type]
                 pool.warm(spec, per_host or pool.slots)
 
     def stats(self) -> dict[str, object]:
@@ -194,11 +199,23 @@ class Sandbox:
         request = encode_job(job, next(self._ids))
         container = pool.acquire(spec)
         healthy = False
+        t0 = time.monotonic()
         try:
             reply = container.execute(request, timeout_s=reply_timeout(job))
-            # The server swept and scrubbed; if that left anything, the container goes.
-            healthy = bool(reply.get("clean"))
+            # The server swept and scrubbed; if that left anything, the container goes. So
+            # does one where the OOM killer struck: Docker's OOMKilled flag, which tells a
+            # job that took the server down with it, must only ever speak of one job.
+            healthy = bool(reply.get("clean")) and not any(s.get("oom") for s in reply.get("steps", ()))
             return build_result(job, reply, attempts=attempt, host=pool.host)
+        except InfraError:
+            # Only a job fills a sandbox's memory: if the OOM killer took the server
+            # down, that is the job's verdict, not an infrastructure failure.
+            if container.oom_killed():
+                return Result(status="memory", passed=False, attempts=attempt, host=pool.host,
+                              wall_s=round(time.monotonic() - t0, 6),
+                              stderr="[proctor] the program exhausted the sandbox's memory; the kernel's "
+                                     "OOM killer stopped the sandbox itself\n")
+            raise
         finally:
             pool.release(container, healthy)
 

@@ -8,6 +8,7 @@ exit code, not the other way round; and exit code 0 is never enough to pass.
 from __future__ import annotations
 
 import base64
+import codecs
 import re
 import signal
 from typing import Optional
@@ -22,8 +23,12 @@ _PY_EXC = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
 
 
 def decode_output(data: bytes, limit: int) -> str:
-    """Bytes to text: cut at the limit (never mid-character garbage), undecodable bytes replaced."""
-    return data[:limit].decode("utf-8", errors="replace")
+    """Bytes to text: cut at the limit, undecodable bytes replaced.
+
+    A character that the cut split in two is dropped, not turned into U+FFFD.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    return decoder.decode(data[:limit], final=len(data) < limit)   # at the limit: assume it was cut
 
 
 def last_python_exception(stderr: str) -> Optional[str]:

@@ -178,3 +178,54 @@ def test_runtime_is_passed_to_the_engine(docker_ready):
     with Sandbox(slots=1, runtime="no-such-runtime", retries=0) as sb:
         r = sb.run(Job("python", "print(1)"))
     assert r.status == "infra_error" and "no-such-runtime" in r.error
+
+
+LEGIT_PROGRAMS = {
+    "namedtuple": "from collections import namedtuple\nP = namedtuple('P', 'x y')\nassert P(1, 2).x == 1",
+    "inspect": "import inspect\ndef f():\n    return inspect.stack()[0].function\nassert f() == 'f'",
+    "subprocess": "import subprocess\nr = subprocess.run(['python3', '-c', 'print(42)'], capture_output=True, text=True)\n"
+                  "assert r.stdout == '42\\n', r",
+    "threads": "import threading\nout = []\nts = [threading.Thread(target=out.append, args=(i,)) for i in range(8)]\n"
+               "[t.start() for t in ts]\n[t.join() for t in ts]\nassert sorted(out) == list(range(8))",
+    "multiprocessing": "from multiprocessing import Pool\nif __name__ == '__main__':\n    with Pool(2) as p:\n"
+                       "        assert p.map(abs, [-1, -2]) == [1, 2]",
+    "deep recursion": "import sys\nsys.setrecursionlimit(10000)\ndef f(n):\n    return 0 if n == 0 else 1 + f(n - 1)\n"
+                      "assert f(5000) == 5000",
+    "unittest.main": "import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(1, 1)\n"
+                     "unittest.main()",
+}
+
+
+def test_ordinary_programs_run_as_under_python3(sandbox):
+    jobs = [Job("python", code, limits=Limits(cpu_s=3, wall_s=10)) for code in LEGIT_PROGRAMS.values()]
+    for name, r in zip(LEGIT_PROGRAMS, sandbox.run_many(jobs)):
+        assert r.passed, f"{name}: {r.status} {r.stderr[-300:]}"
+
+
+UNITTEST_TESTS = ("import unittest\nclass T(unittest.TestCase):\n    def test(self):\n"
+                  "        self.assertEqual(add(1, 2), 3)\nunittest.main()\n")
+
+
+@pytest.mark.parametrize("code,expected", [
+    ("def add(a, b):\n    return a + b\n", "passed"),
+    ("def add(a, b):\n    return a - b\n", "failed"),
+    ("import unittest, sys\nunittest.main = lambda *a, **k: sys.exit(0)\ndef add(a, b):\n    return 0\n", "failed"),
+    ("import unittest\nunittest.main(argv=['x'])\n", "failed"),
+    ("def add(a, b):\n    import sys\n    sys.exit(0)\n", "runtime_error"),   # unittest reports the SystemExit
+])
+def test_unittest_main_counts_only_when_the_tests_call_it(sandbox, code, expected):
+    assert sandbox.run(Job("python", code, tests=UNITTEST_TESTS)).status == expected
+
+
+@pytest.mark.parametrize("attack", [
+    "import gc\ngc.get_objects()",
+    "import gc, sys\ngc.get_referrers(sys._getframe())",
+    "import sys\nsys.settrace(lambda *a: None)",
+    "import ctypes\nctypes.string_at(id(0), 8)",
+    "import ctypes\nbuf = ctypes.create_string_buffer(8)\nctypes.memmove(buf, id(0), 8)",
+    "import ctypes\nctypes.CDLL(None)",
+    "open('/proc/self/mem', 'rb')",
+])
+def test_ways_into_the_harness_are_refused(sandbox, attack):
+    r = sandbox.run(Job("python", attack, tests="print('tests ran')"))
+    assert r.status == "runtime_error" and "not available in the sandbox" in r.stderr

@@ -1,0 +1,188 @@
+"""What the fork server uses to measure a job and to leave nothing of it behind.
+
+Stdlib only: copied into the images beside the fork server.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import stat
+import time
+
+WORK = "/work"
+# Every place a job can write to; each is emptied after every job.
+SCRUB_DIRS = ((WORK, 0o700), ("/tmp", 0o1777), ("/dev/shm", None), ("/dev/mqueue", None))
+
+_CPU_FILES = ("/sys/fs/cgroup/cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage",
+              "/sys/fs/cgroup/cpu.stat")
+_OOM_FILES = ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events")
+
+
+def _first_existing(paths):
+    for path in paths:
+        if os.path.exists(path):
+            return path
+    return None
+
+
+CPU_FILE = _first_existing(_CPU_FILES)
+OOM_FILE = _first_existing(_OOM_FILES)
+
+
+def cgroup_cpu_s() -> float | None:
+    """CPU seconds used by the whole container: every process a job started counts."""
+    if CPU_FILE is None:
+        return None
+    try:
+        with open(CPU_FILE) as f:
+            text = f.read()
+    except OSError:
+        return None
+    if CPU_FILE.endswith("cpu.stat"):
+        for line in text.splitlines():
+            if line.startswith("usage_usec"):
+                return int(line.split()[1]) / 1e6
+        return None
+    return int(text) / 1e9
+
+
+def oom_kills() -> int:
+    if OOM_FILE is None:
+        return 0
+    try:
+        with open(OOM_FILE) as f:
+            for line in f:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+# --------------------------------------------------------------------------- processes
+
+REAPED: dict[int, tuple[int, object]] = {}   # pid -> (wait status, rusage) of reaped children
+
+
+def reap() -> None:
+    """Collect every exited descendant (orphans re-parent to PID 1, i.e. to us)."""
+    while True:
+        try:
+            pid, status, rusage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        REAPED[pid] = (status, rusage)
+
+
+def other_pids(keep: tuple[int, ...] = ()) -> list[int]:
+    me = os.getpid()
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me and int(p) not in keep]
+
+
+def sweep(keep: tuple[int, ...] = (), deadline_s: float = 2.0) -> int:
+    """Kill every process but this one (and ``keep``); return how many were found.
+
+    One job per container, so anything alive here belongs to the job that just
+    ended: daemons that double-forked out of its session included.
+    """
+    found = 0
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        pids = other_pids(keep)
+        if not pids:
+            return found
+        found = max(found, len(pids))
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        reap()
+        # A killed process lingers as a zombie until reaped; keep reaping briefly.
+        time.sleep(0.002)
+    raise RuntimeError(f"processes survived the sweep: {other_pids(keep)}")
+
+
+# --------------------------------------------------------------------------- files
+
+def _empty_dir(root: str) -> None:
+    """Delete everything below root without recursion and without long paths.
+
+    A job can leave a tree thousands of levels deep (os.walk would overflow the
+    stack, absolute paths would pass PATH_MAX) and directories without permissions.
+    """
+    os.chdir(root)
+    names: list[str] = []   # the path from root to the current directory
+    try:
+        while True:
+            subdir = None
+            with os.scandir(".") as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        subdir = entry.name
+                        break
+                    os.unlink(entry.name)
+            if subdir is not None:
+                os.chmod(subdir, 0o700)   # a job may have made it unreadable
+                os.chdir(subdir)
+                names.append(subdir)
+                continue
+            if not names:
+                return
+            os.chdir("..")
+            os.rmdir(names.pop())
+    finally:
+        os.chdir("/")
+
+
+def scrub() -> list[str]:
+    """Empty every writable place; return what could not be made clean."""
+    problems = []
+    for root, mode in SCRUB_DIRS:
+        if not os.path.isdir(root):
+            continue
+        try:
+            st = os.lstat(root)
+            if mode is not None and stat.S_IMODE(st.st_mode) != mode:
+                os.chmod(root, mode)   # a job may have chmod-ed its own work dir
+            _empty_dir(root)
+            left = os.listdir(root)
+            if left:
+                problems.append(f"{root} not empty: {left[:5]}")
+        except (OSError, RecursionError) as exc:
+            problems.append(f"{root}: {exc}")
+    # SysV IPC objects outlive processes and have no path: report them, and the
+    # host replaces the container.
+    for kind in ("shm", "msg", "sem"):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                if len(f.read().splitlines()) > 1:
+                    problems.append(f"SysV {kind} objects left")
+        except OSError:
+            pass
+    return problems
+
+
+# --------------------------------------------------------------------------- limits
+
+def set_limit(which: int, soft: int, hard: int | None = None) -> None:
+    """Only ever lower limits: raising a hard limit fails inside containers."""
+    cur_soft, cur_hard = resource.getrlimit(which)
+    hard = soft if hard is None else hard
+    if cur_hard != resource.RLIM_INFINITY:
+        hard = min(hard, cur_hard)
+    soft = min(soft, hard)
+    resource.setrlimit(which, (soft, hard))
+
+
+def set_dumpable(flag: int) -> None:
+    """Non-dumpable: no ptrace, no /proc/PID/mem, fd or environ for other processes of our uid."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(4, flag, 0, 0, 0)   # PR_SET_DUMPABLE
+    except Exception:
+        pass
