@@ -82,19 +82,21 @@ class Zygote:
         self.pid, self.sock = pyrunner.start_zygote(close_fds)
         self.alive = True
 
-    def start(self, request: dict, fds: list[int]) -> int | None:
-        """Hand a run to the zygote; its child's pid, or None if the job killed the zygote."""
+    def start(self, request: dict, fds: list[int]) -> bool:
+        """Hand a run to the zygote (its pid and exit status follow as messages).
+
+        False if the job already killed the zygote.
+        """
         if not self.alive:
-            return None
+            return False
         try:
             self.sock.settimeout(10)
             pyrunner.send_msg(self.sock, request, fds)
-            reply, _ = pyrunner.recv_msg(self.sock)
             self.sock.settimeout(None)
-            return reply["pid"]
-        except (OSError, EOFError, ValueError):
+            return True
+        except OSError:
             self.alive = False
-            return None
+            return False
 
     def close(self) -> None:
         self.sock.close()
@@ -134,10 +136,10 @@ def run_step(kind: str, limits: dict, *, zygote: Zygote | None = None, source: s
     nonce_w = None
     cpu0, oom0, t0 = cgroup_cpu_s(), oom_kills(), time.monotonic()
     keep = (zygote.pid,) if zygote is not None else ()
+    pid = None   # for a Python run, known when the zygote says so
     if source is not None:
-        pid = zygote.start({"source": source, "nonce": nonce, "stdin_path": stdin_path, "limits": limits,
-                            "cpu_s": cpu_s, "tests_line": tests_line}, [out_w, err_w, mark_w])
-        if pid is None:
+        if not zygote.start({"source": source, "nonce": nonce, "stdin_path": stdin_path, "limits": limits,
+                             "cpu_s": cpu_s, "tests_line": tests_line}, [out_w, err_w, mark_w]):
             for fd in (out_r, out_w, err_r, err_w, mark_r, mark_w):
                 os.close(fd)
             return runner_killed(kind)
@@ -170,11 +172,7 @@ def run_step(kind: str, limits: dict, *, zygote: Zygote | None = None, source: s
     timed_out, output_limit, exited_at, left_behind = None, False, None, 0
 
     def kill_tree() -> None:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        sweep(keep=keep)
+        sweep(keep=keep)   # every process of the job, whatever session it moved to
 
     while open_fds or status is None:
         now = time.monotonic()
@@ -190,7 +188,10 @@ def run_step(kind: str, limits: dict, *, zygote: Zygote | None = None, source: s
             if zygote is not None and fd == zygote.sock.fileno():
                 try:
                     msg, _ = pyrunner.recv_msg(zygote.sock)
-                    status, utime = msg["status"], msg["utime"] + msg["stime"]
+                    if "status" in msg:
+                        status, utime = msg["status"], msg["utime"] + msg["stime"]
+                    else:
+                        pid = msg["pid"]
                 except (OSError, EOFError, ValueError):
                     # The job killed its zygote: the child is ours now (orphans re-parent to PID 1).
                     zygote.alive = False
@@ -213,11 +214,11 @@ def run_step(kind: str, limits: dict, *, zygote: Zygote | None = None, source: s
                 kill_tree()
         if status is None:
             reap()
-            if pid in REAPED:
+            if pid is not None and pid in REAPED:
                 status, rusage = REAPED.pop(pid)
                 utime = rusage.ru_utime + rusage.ru_stime
-            elif zygote is not None and not zygote.alive and not os.path.exists(f"/proc/{pid}"):
-                # Reaped by the zygote, whose report died with it.
+            elif zygote is not None and not zygote.alive and (pid is None or not os.path.exists(f"/proc/{pid}")):
+                # Reaped by the zygote, whose report died with it (or never started).
                 status = signal.SIGKILL
         if status is not None and exited_at is None:
             exited_at = time.monotonic()
@@ -347,11 +348,17 @@ def serve_one(infd: int, outfd: int, zygote: Zygote) -> bool:
         return False
     job_id = job.get("id")
     try:
+        t0 = time.monotonic()
         steps = run_job(job, zygote)
+        t1 = time.monotonic()
         left = sweep()   # the zygote too: the next job gets a fresh one
+        t2 = time.monotonic()
         problems = scrub()
+        t3 = time.monotonic()
         write_frame(outfd, {"type": "result", "id": job_id, "steps": steps, "clean": not problems,
-                            "notes": problems, "swept": left})
+                            "notes": problems, "swept": left,
+                            "server_ms": {"run": round((t1 - t0) * 1e3, 3), "sweep": round((t2 - t1) * 1e3, 3),
+                                          "scrub": round((t3 - t2) * 1e3, 3)}})
     except Exception:
         try:
             sweep()

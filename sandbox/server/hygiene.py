@@ -91,7 +91,7 @@ def sweep(keep: tuple[int, ...] = (), deadline_s: float = 2.0) -> int:
     """
     found = 0
     end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
+    while True:
         pids = other_pids(keep)
         if not pids:
             return found
@@ -101,10 +101,18 @@ def sweep(keep: tuple[int, ...] = (), deadline_s: float = 2.0) -> int:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        for pid in pids:
+            try:
+                # Our own children die at once after SIGKILL: wait for exactly that.
+                _, status, rusage = os.wait4(pid, 0)
+                REAPED[pid] = (status, rusage)
+            except ChildProcessError:
+                pass   # a grandchild: it re-parents to us when its parent dies
         reap()
-        # A killed process lingers as a zombie until reaped; keep reaping briefly.
-        time.sleep(0.002)
-    raise RuntimeError(f"processes survived the sweep: {other_pids(keep)}")
+        if time.monotonic() > end:
+            raise RuntimeError(f"processes survived the sweep: {other_pids(keep)}")
+        if other_pids(keep):
+            time.sleep(0.0002)
 
 
 # --------------------------------------------------------------------------- files
@@ -179,10 +187,22 @@ def set_limit(which: int, soft: int, hard: int | None = None) -> None:
     resource.setrlimit(which, (soft, hard))
 
 
-def set_dumpable(flag: int) -> None:
-    """Non-dumpable: no ptrace, no /proc/PID/mem, fd or environ for other processes of our uid."""
+def _load_prctl():
     try:
         import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(4, flag, 0, 0, 0)   # PR_SET_DUMPABLE
+        return ctypes.CDLL(None, use_errno=True).prctl
     except Exception:
-        pass
+        return None
+
+
+# Loaded once here, so forked children do not pay for dlopen.
+_PRCTL = _load_prctl()
+
+
+def set_dumpable(flag: int) -> None:
+    """Non-dumpable: no ptrace, no /proc/PID/mem, fd or environ for other processes of our uid.
+
+    The flag survives fork (not exec), so the zygote and its children inherit it.
+    """
+    if _PRCTL is not None:
+        _PRCTL(4, flag, 0, 0, 0)   # PR_SET_DUMPABLE
