@@ -226,15 +226,9 @@ class ProctorMode:
         self.sb = Sandbox(slots=conc, auto_build=True)
         try:
             t = time.perf_counter()
-            self.sb.warmup(["python"])
+            # A container serves jobs of one memory/pids/disk budget: warm the benchmark's.
+            self.sb.warmup(["python"], limits=self.limits)
             log(f"proctor c={conc}: warmup() took {time.perf_counter() - t:.2f} s")
-            # warmup() starts containers for the default Limits, and a container serves only
-            # jobs of its own limits: bring up `conc` containers for this job's limits too with
-            # `conc` overlapping sleeps (uncounted), so no counted job waits for a start.
-            sleeper = Job(language="python", code="import time; time.sleep(0.3)", limits=self.limits)
-            warm_chunk = timed_threads("proctor", conc, conc, lambda i: (self.sb.run(sleeper).passed, "sleep"))
-            if warm_chunk.failures:
-                sys.exit(f"proctor: warm-up sleep jobs failed: {warm_chunk.failures[:1]}")
             preflight("proctor", self.run_code)
             timed_threads("proctor", conc, warm, lambda i: self.run_code(CODE, i), start_index=-1000)
         except BaseException:
