@@ -32,6 +32,8 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || { say "dockerd did not answer within 60 s; see /var/log/proctor-dockerd.log"; exit 1; }
 fi
 say "docker engine: $(docker version --format '{{.Server.Version}}')"
+# Sandbox containers left stopped by an engine restart (a killed run) only take disk.
+docker container prune -f --filter label=proctor.sandbox=1 >/dev/null
 
 # 3. Python: a venv in .venv; torch's CPU build first (an unpinned torch pulls GBs of CUDA wheels).
 PY="${PYTHON:-python3}"

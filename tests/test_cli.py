@@ -18,6 +18,9 @@ COMMANDS = [
     ["images", "list"],
     ["images", "prune"],
     ["doctor"],
+    ["sandbox"],
+    ["sandbox", "run"],
+    ["sandbox", "demo"],
 ]
 
 
@@ -60,3 +63,48 @@ def test_build_then_list_then_doctor_passes() -> None:
     assert listing.exit_code == 0 and "present" in listing.output
     doctor = runner.invoke(app, ["doctor", "--json"])
     assert doctor.exit_code == 0, doctor.output
+
+
+EXAMPLES = __import__("pathlib").Path(__file__).resolve().parent.parent / "examples" / "sandbox"
+
+
+@pytest.mark.docker
+def test_sandbox_run_passes_and_exits_zero(docker_ready) -> None:
+    result = runner.invoke(app, ["sandbox", "run", str(EXAMPLES / "two_sum.py"),
+                                 "--tests", str(EXAMPLES / "test_two_sum.py"), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["status"] == "passed" and data["passed"] is True
+
+
+@pytest.mark.docker
+def test_sandbox_run_cases_from_json(docker_ready) -> None:
+    result = runner.invoke(app, ["sandbox", "run", str(EXAMPLES / "sum_pairs.cpp"),
+                                 "--cases", str(EXAMPLES / "sum_pairs.cases.json"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert [c["status"] for c in json.loads(result.output)["cases"]] == ["passed"] * 3
+
+
+@pytest.mark.docker
+def test_sandbox_run_failure_exits_one(docker_ready, tmp_path) -> None:
+    prog = tmp_path / "wrong.py"
+    prog.write_text("def two_sum(nums, target):\n    return []\n")
+    result = runner.invoke(app, ["sandbox", "run", str(prog), "--tests", str(EXAMPLES / "test_two_sum.py")])
+    assert result.exit_code == 1 and "failed" in result.output
+
+
+def test_sandbox_run_bad_cases_file_names_file_and_row(tmp_path) -> None:
+    prog = tmp_path / "p.py"
+    prog.write_text("print(input())")
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text('{"input": "1", "output": "1"}\n{"input": 2}\n')
+    result = runner.invoke(app, ["sandbox", "run", str(prog), "--cases", str(cases)])
+    assert result.exit_code == 2
+    assert "cases.jsonl" in result.output and "case 2" in result.output
+
+
+def test_sandbox_run_unknown_extension_says_what_to_do(tmp_path) -> None:
+    prog = tmp_path / "p.rs"
+    prog.write_text("fn main() {}")
+    result = runner.invoke(app, ["sandbox", "run", str(prog)])
+    assert result.exit_code == 2 and "--language" in result.output
