@@ -114,11 +114,7 @@ def spawn_exec(argv: list[str], limits: dict, stdin_path: str | None, fds: dict,
             set_limit(resource.RLIMIT_DATA, limits["memory_mb"] << 20)
         os.execve(argv[0], argv, pyrunner.CHILD_ENV)
     except BaseException:
-        try:
-            traceback.print_exc()
-            sys.stderr.flush()
-        finally:
-            os._exit(127)
+        pyrunner.child_failed()
     os._exit(127)
 
 

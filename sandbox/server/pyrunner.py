@@ -161,12 +161,17 @@ def run_child(request: dict, fds: list[int]) -> None:
         # No local of this frame may keep the nonce: the program can walk up to it.
         run_python(request.pop("source"), request.pop("nonce").encode(), request.get("tests_line", 0))
     except BaseException:
-        try:
-            traceback.print_exc()
-            sys.stderr.flush()
-        finally:
-            os._exit(127)
+        child_failed()
     os._exit(127)
+
+
+def child_failed() -> None:
+    """The set-up of a forked child failed before the program ran: say why, and exit."""
+    try:
+        traceback.print_exc()
+        sys.stderr.flush()
+    finally:
+        os._exit(127)
 
 
 def _unittest_codes() -> frozenset:
