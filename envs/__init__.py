@@ -1,1 +1,30 @@
-"""Gymnasium-style verifiable environments (built in a later issue)."""
+"""Gymnasium-style verifiable environments: math, code, text, behind one reward interface.
+
+    import gymnasium, proctor.envs
+    env = gymnasium.make("proctor/Math-v0")
+    prompt, info = env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step(completion)
+
+Importing this package registers the built-in envs (``proctor envs list``).
+"""
+
+from .core import (BadRow, ChatSpace, CheckReport, EnvSuite, ListSource, Part, Problem, Rubric, RowSource,
+                   SuiteItem, Task, TaskSource, TextSpace, VerifiableEnv, Verdict, Verifier, check_env,
+                   exact_verdict, load_rows, mean_reward)
+from .registry import SPECS, register_all, registered
+
+register_all()
+
+
+def as_reward_func(env, **kw):  # noqa: ANN001, ANN201 - typed in proctor.envs.adapters
+    """A TRL-style reward function over this env (see ``proctor.envs.adapters``)."""
+    from .adapters import as_reward_func as _as_reward_func
+
+    return _as_reward_func(env, **kw)
+
+
+__all__ = [
+    "BadRow", "ChatSpace", "CheckReport", "EnvSuite", "ListSource", "Part", "Problem", "Rubric", "RowSource",
+    "SuiteItem", "Task", "TaskSource", "TextSpace", "VerifiableEnv", "Verdict", "Verifier", "check_env",
+    "exact_verdict", "load_rows", "mean_reward", "SPECS", "register_all", "registered", "as_reward_func",
+]

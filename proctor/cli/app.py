@@ -6,6 +6,8 @@ import typer
 
 from proctor.cli.doctor import doctor
 from proctor.cli.images_cmd import app as images_app
+from proctor.cli.envs_cmd import app as envs_app
+from proctor.cli.envs_cmd import eval_command
 from proctor.cli.sandbox_cmd import app as sandbox_app
 
 app = typer.Typer(
@@ -18,6 +20,8 @@ app.add_typer(images_app, name="images")
 app.command("doctor")(doctor)
 
 app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(envs_app, name="envs")
+app.command("eval")(eval_command)
 
 
 def main() -> None:

@@ -1,0 +1,159 @@
+"""`check_env`: tells an env author exactly what is wrong, in the spirit of Gymnasium's checker."""
+
+from __future__ import annotations
+
+import math
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import gymnasium as gym
+
+from .types import Verdict
+
+ODD_COMPLETIONS = ("", " ", "\x00", "}{" * 50, "\\boxed{" * 200, "ü" * 10, "x" * 100_000,
+                   "<answer></answer>", "```python\n```")
+
+
+@dataclass(frozen=True)
+class Problem:
+    check: str
+    message: str
+    fix: str = ""
+
+
+@dataclass
+class CheckReport:
+    passed: list[str]
+    problems: list[Problem]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_env(env: gym.Env, *, seeds: tuple[int, ...] = (0, 1, 2), rollouts: int = 3) -> CheckReport:
+    """Run the contract checks; never raises for what the env does wrong."""
+    report = CheckReport(passed=[], problems=[])
+
+    def run(name: str, fn: Callable[[], Optional[str]], fix: str = "") -> None:
+        try:
+            problem = fn()
+        except Exception as exc:  # noqa: BLE001 - every failure becomes a readable problem
+            tb = traceback.format_exc(limit=3).strip().splitlines()[-1]
+            report.problems.append(Problem(name, f"raised {type(exc).__name__}: {exc} ({tb})", fix))
+            return
+        if problem:
+            report.problems.append(Problem(name, problem, fix))
+        else:
+            report.passed.append(name)
+
+    def api() -> Optional[str]:
+        if not isinstance(env, gym.Env):
+            return f"{type(env).__name__} is not a gymnasium.Env"
+        for attr in ("observation_space", "action_space"):
+            if getattr(env, attr, None) is None:
+                return f"{attr} is not set"
+        return None
+
+    run("api", api, "subclass proctor.envs.VerifiableEnv (or gymnasium.Env) and set both spaces")
+    if report.problems:
+        return report
+
+    def reset_contract() -> Optional[str]:
+        out = env.reset(seed=seeds[0])
+        if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict)):
+            return f"reset() must return (observation, info: dict), got {type(out).__name__}"
+        if not env.observation_space.contains(out[0]):
+            return f"reset()'s observation {str(out[0])[:80]!r} is not in {env.observation_space}"
+        return None
+
+    run("reset returns (observation, info)", reset_contract, "return the prompt and a dict from reset()")
+
+    def determinism() -> Optional[str]:
+        for seed in seeds:
+            a, _ = env.reset(seed=seed)
+            b, _ = env.reset(seed=seed)
+            if a != b:
+                return f"reset(seed={seed}) gave two different observations"
+        observations = [str(env.reset(seed=s)[0]) for s in seeds]
+        size = len(getattr(env, "source", ())) if hasattr(env, "source") else 2
+        if size > 1 and len(set(observations)) == 1 and len(seeds) > 1:
+            return f"every seed {seeds} gave the same task: does reset() use self.np_random?"
+        return None
+
+    run("deterministic under seed", determinism, "draw tasks with self.np_random after super().reset(seed=seed)")
+
+    def step_contract() -> Optional[str]:
+        env.reset(seed=seeds[0])
+        out = env.step("I am not sure.")
+        if not (isinstance(out, tuple) and len(out) == 5):
+            return f"step() must return (obs, reward, terminated, truncated, info), got {str(out)[:80]}"
+        obs, reward, terminated, truncated, info = out
+        if not isinstance(terminated, bool) or not isinstance(truncated, bool):
+            return "terminated and truncated must be bool"
+        if not isinstance(info, dict) or not isinstance(info.get("verdict"), Verdict):
+            return "info['verdict'] must hold the Verdict (reward parts, verifier details)"
+        return _reward_problem(reward, info["verdict"])
+
+    run("step returns a reward in [0, 1] and the verdict", step_contract,
+        "return the rubric's reward; infra failures must be Verdict.infra(...), not exceptions")
+
+    def odd_inputs() -> Optional[str]:
+        for text in ODD_COMPLETIONS:
+            env.reset(seed=seeds[0])
+            _, reward, _, _, info = env.step(text)
+            problem = _reward_problem(reward, info.get("verdict"))
+            if problem:
+                return f"completion {text[:20]!r}: {problem}"
+            if info["verdict"].scored and info["verdict"].correct:
+                return f"the junk completion {text[:20]!r} was judged correct: a reward hack"
+        return None
+
+    run("odd completions score 0 without raising", odd_inputs, "a verifier must turn any text into a verdict")
+
+    reference = getattr(env, "reference", None)
+    if callable(reference):
+        def references_pass() -> Optional[str]:
+            for i in range(rollouts):
+                _, info = env.reset(seed=seeds[0] + i)
+                completion = reference(info["task"])
+                if completion is None:
+                    continue
+                _, reward, terminated, _, step_info = env.step(completion)
+                verdict = step_info["verdict"]
+                if not verdict.scored:
+                    return f"task {info['task'].id}: the reference completion was not judged: {verdict.info}"
+                if not verdict.correct or reward <= 0:
+                    return (f"task {info['task'].id}: the reference completion {completion[:80]!r} scored "
+                            f"{reward} ({dict(verdict.info)}): the verifier rejects a right answer")
+                if not terminated:
+                    return "a solved single-turn episode must terminate"
+            return None
+
+        run("a right answer scores as correct", references_pass, "check the verifier's extraction and comparison")
+
+    if hasattr(env, "score_batch") and hasattr(env, "sample_tasks"):
+        def batch() -> Optional[str]:
+            tasks = env.sample_tasks(4)
+            verdicts = env.score_batch(tasks, ["no idea"] * len(tasks))
+            if len(verdicts) != len(tasks):
+                return f"score_batch returned {len(verdicts)} verdicts for {len(tasks)} completions"
+            for v in verdicts:
+                problem = _reward_problem(v.reward, v)
+                if problem:
+                    return problem
+            return None
+
+        run("score_batch keeps one verdict per completion", batch, "return verdicts in the order of the completions")
+    return report
+
+
+def _reward_problem(reward: Any, verdict: Optional[Verdict]) -> Optional[str]:
+    if not isinstance(reward, float):
+        return f"reward must be a float, got {type(reward).__name__}"
+    if verdict is not None and not verdict.scored:
+        return None if math.isnan(reward) else "an infra_error verdict must carry a NaN reward, never a number"
+    if math.isnan(reward) or not 0.0 <= reward <= 1.0:
+        return f"reward {reward} is outside [0, 1]"
+    return None

@@ -1,0 +1,1 @@
+"""Procedural task generators: arithmetic, countdown, reasoning-gym."""

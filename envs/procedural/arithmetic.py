@@ -1,0 +1,83 @@
+"""Procedural arithmetic with difficulty levels: offline tasks for demos, tests and curricula.
+
+Every task is made from a seed, so a source of n tasks is the same on every machine.
+Level 1: a ± b with one-digit numbers … level 5: five operands, parentheses, exact
+division and negative numbers.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from fractions import Fraction
+
+from ..core.sources import ListSource
+from ..core.types import Task
+
+PROMPT = "Compute {expr}. Put the final answer in \\boxed{{}}."
+
+
+@dataclass(frozen=True)
+class Level:
+    operands: int
+    digits: int
+    ops: str
+    parens: bool = False
+    negatives: bool = False
+
+
+LEVELS = {
+    1: Level(2, 1, "+-"),
+    2: Level(2, 2, "+-*"),
+    3: Level(3, 2, "+-*"),
+    4: Level(4, 3, "+-*", parens=True),
+    5: Level(5, 3, "+-*/", parens=True, negatives=True),
+}
+
+
+def _number(rng: random.Random, level: Level) -> int:
+    n = rng.randint(1 if level.digits == 1 else 10 ** (level.digits - 1) // 2, 10 ** level.digits - 1)
+    return -n if level.negatives and rng.random() < 0.2 else n
+
+
+def _expression(rng: random.Random, level: Level, operands: int) -> tuple[str, Fraction]:
+    """A random expression over ``operands`` numbers and its exact value (integer by construction)."""
+    if operands == 1:
+        n = _number(rng, level)
+        return (f"({n})" if n < 0 else str(n)), Fraction(n)
+    left_n = rng.randint(1, operands - 1)
+    left, lv = _expression(rng, level, left_n)
+    right, rv = _expression(rng, level, operands - left_n)
+    op = rng.choice(level.ops)
+    if op == "/":
+        if rv == 0 or lv % rv != 0 or (lv / rv).denominator != 1:
+            op = rng.choice([o for o in level.ops if o != "/"])
+    value = {"+": lv + rv, "-": lv - rv, "*": lv * rv, "/": lv / rv if rv else lv}[op]
+    text = f"{left} {'÷' if op == '/' else ('×' if op == '*' else op)} {right}"
+    wrap = level.parens and operands > 1 and rng.random() < 0.5
+    return (f"({text})" if wrap else text), value
+
+
+def arithmetic_task(index: int, level: int = 2, seed: int = 0) -> Task:
+    if level not in LEVELS:
+        raise ValueError(f"arithmetic level must be one of {sorted(LEVELS)}, got {level}")
+    rng = random.Random(f"arith-{seed}-{level}-{index}")
+    spec = LEVELS[level]
+    expr, value = _expression(rng, spec, spec.operands)
+    assert value.denominator == 1, "expressions are built to have integer values"
+    return Task(id=f"arith/L{level}/s{seed}/{index}", prompt=PROMPT.format(expr=expr), answer=str(value.numerator),
+                data={"level": level, "expression": expr}, source="arithmetic")
+
+
+class ArithmeticSource(ListSource):
+    """``n`` arithmetic tasks at one level (or a mix: ``level=(1, 3)`` cycles 1..3)."""
+
+    def __init__(self, n: int = 1000, level: int | tuple[int, int] = 2, seed: int = 0) -> None:
+        lo, hi = (level, level) if isinstance(level, int) else level
+        levels = list(range(lo, hi + 1))
+        super().__init__((arithmetic_task(i, levels[i % len(levels)], seed) for i in range(n)),
+                         name=f"arithmetic(level={level}, n={n}, seed={seed})")
+
+
+def reference_completion(task: Task) -> str:
+    return f"The expression evaluates to {task.answer}.\n\n\\boxed{{{task.answer}}}"

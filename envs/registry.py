@@ -1,0 +1,171 @@
+"""The built-in environments, registered with Gymnasium's own registry.
+
+    import gymnasium, proctor.envs
+    env = gymnasium.make("proctor/Math-v0", tasks="math.jsonl")   # or the procedural default
+
+Every factory takes ``tasks=`` (a .jsonl/.json/.parquet path or a Hugging Face
+dataset id) where the env reads task files, plus ``chat``, ``system_prompt`` and
+``max_turns``. ``proctor envs list`` prints this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional
+
+import gymnasium as gym
+
+from .core.env import VerifiableEnv
+from .core.sources import BadRow, RowSource, TaskSource, load_rows, require
+from .core.types import Task
+from .core.verifier import Part, Rubric, Verifier
+from .text import verifiers as text
+
+NAMESPACE = "proctor"
+
+
+def _env(source: TaskSource, verifier: Verifier, *, format_weight: float = 0.0,
+         format_part: Callable[[Task, str], float] = text.answer_tag_format, reference=None,
+         **kw: Any) -> VerifiableEnv:
+    parts = [Part("format", format_part, format_weight)] if format_weight > 0 else []
+    return VerifiableEnv(source, Rubric(verifier, parts=parts), reference=reference, **kw)
+
+
+def _rows(tasks: str, split: str, to_task: Callable[[Mapping[str, Any], str], Task]) -> RowSource:
+    rows, name = load_rows(tasks, split)
+    return RowSource(rows, to_task, name)
+
+
+def _pick(row: Mapping[str, Any], fields: tuple[str, ...], where_field: str) -> str:
+    for f in fields:
+        if isinstance(row.get(f), (str, list)) and row.get(f):
+            return row[f]
+    raise BadRow("", "", where_field, f"missing; looked for {', '.join(fields)} "
+                 f"(fields present: {', '.join(sorted(map(str, row))) or 'none'})")
+
+
+def qa_row(prompt_field: Optional[str], answer_field: str) -> Callable[[Mapping[str, Any], str], Task]:
+    """Rows with a question and a gold answer (math, exact match, regex, choice)."""
+    prompt_fields = (prompt_field,) if prompt_field else ("prompt", "problem", "question", "input")
+
+    def to_task(row: Mapping[str, Any], row_id: str) -> Task:
+        prompt = _pick(row, prompt_fields, prompt_field or "prompt")
+        answer = require(row, answer_field, "", row_id, (str, int, float))
+        data = {k: v for k, v in row.items() if k not in (*prompt_fields, answer_field)}
+        return Task(id=row_id, prompt=prompt, answer=str(answer), data=data)
+
+    return to_task
+
+
+# ------------------------------------------------------------------ factories
+
+def make_math(tasks: Optional[str] = None, *, split: str = "train", prompt_field: Optional[str] = None,
+              answer_field: str = "answer", level: int = 2, n: int = 1000, seed: int = 0,
+              timeout_s: float = 2.0, format_weight: float = 0.0, **kw: Any) -> VerifiableEnv:
+    """Math word problems scored by answer equivalence; procedural arithmetic when no ``tasks``."""
+    from .math import MathVerifier
+    from .procedural.arithmetic import ArithmeticSource, reference_completion
+
+    source = _rows(tasks, split, qa_row(prompt_field, answer_field)) if tasks else ArithmeticSource(n, level, seed)
+    reference = (lambda t: f"\\boxed{{{t.answer}}}") if tasks else reference_completion
+    return _env(source, MathVerifier(timeout_s=timeout_s), format_weight=format_weight, reference=reference, **kw)
+
+
+def make_arithmetic(level: int = 2, n: int = 1000, seed: int = 0, **kw: Any) -> VerifiableEnv:
+    return make_math(level=level, n=n, seed=seed, **kw)
+
+
+def make_countdown(level: int = 2, n: int = 1000, seed: int = 0, **kw: Any) -> VerifiableEnv:
+    from .procedural.countdown import CountdownSource, CountdownVerifier, reference_completion
+
+    return _env(CountdownSource(n, level, seed), CountdownVerifier(), reference=reference_completion, **kw)
+
+
+def make_code(tasks: Optional[str] = None, *, split: str = "train", partial_credit: bool = False,
+              limits: Any = None, sandbox: Any = None, **kw: Any) -> VerifiableEnv:
+    """Code tasks run in the sandbox: HumanEval when no ``tasks`` file is given."""
+    from .code import CodeVerifier, code_task_from_row, humaneval_source
+
+    if tasks:
+        rows, name = load_rows(tasks, split)
+
+        def to_task(row: Mapping[str, Any], row_id: str) -> Task:
+            task = code_task_from_row(row, row_id)
+            return Task(task.id, task.prompt, task.answer, {**task.data, "partial_credit": partial_credit}, name)
+
+        source: TaskSource = RowSource(rows, to_task, name)
+    else:
+        source = humaneval_source()
+    return _env(source, CodeVerifier(sandbox=sandbox, limits=limits), **kw)
+
+
+def make_text(kind: str, tasks: str, *, split: str = "train", prompt_field: Optional[str] = None,
+              answer_field: str = "answer", format_weight: float = 0.0, **kw: Any) -> VerifiableEnv:
+    verifier: Verifier = {"exact": text.ExactMatchVerifier, "regex": text.RegexVerifier,
+                          "choice": text.ChoiceVerifier}[kind]()
+    to_task = qa_row(prompt_field, answer_field)
+    if kind == "choice":
+        base = to_task
+
+        def to_task(row: Mapping[str, Any], row_id: str) -> Task:  # noqa: F811 - adds the lettered choices
+            task = base(row, row_id)
+            choices = require(row, "choices", "", row_id, list)
+            prompt = text.format_choices(task.prompt, choices) if isinstance(task.prompt, str) else task.prompt
+            return Task(task.id, prompt, task.answer, task.data, task.source)
+
+    reference = {"exact": lambda t: f"<answer>{t.answer}</answer>", "choice": lambda t: f"Answer: {t.answer}",
+                 "regex": None}[kind]
+    return _env(_rows(tasks, split, to_task), verifier, format_weight=format_weight, reference=reference, **kw)
+
+
+def make_reasoning_gym(name: str = "basic_arithmetic", size: int = 500, seed: int = 0,
+                       config: Optional[dict] = None, **kw: Any) -> VerifiableEnv:
+    from .procedural.reasoning_gym import ReasoningGymSource, ReasoningGymVerifier, reference_completion
+
+    source = ReasoningGymSource(name, size, seed, **(config or {}))
+    return _env(source, ReasoningGymVerifier(source), reference=reference_completion, **kw)
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    name: str
+    factory: Callable[..., VerifiableEnv]
+    description: str
+    kwargs: Mapping[str, Any] = None  # type: ignore[assignment]
+
+    @property
+    def id(self) -> str:
+        return f"{NAMESPACE}/{self.name}-v0"
+
+
+SPECS: tuple[EnvSpec, ...] = (
+    EnvSpec("Math", make_math, "math answers by equivalence (tasks=file; default: procedural arithmetic)"),
+    EnvSpec("Arithmetic", make_arithmetic, "procedural arithmetic, difficulty level=1..5"),
+    EnvSpec("Countdown", make_countdown, "reach a target with + - * / (level=1..5), exact check"),
+    EnvSpec("Code", make_code, "code run against tests/cases in the sandbox (tasks=file; default: HumanEval)"),
+    EnvSpec("HumanEval", make_code, "the 164 HumanEval problems, run in the sandbox"),
+    EnvSpec("ExactMatch", lambda tasks, **kw: make_text("exact", tasks, **kw), "text answer equals the gold"),
+    EnvSpec("Regex", lambda tasks, **kw: make_text("regex", tasks, **kw), "text answer fully matches a regex"),
+    EnvSpec("Choice", lambda tasks, **kw: make_text("choice", tasks, **kw), "multiple choice A/B/C/D"),
+    EnvSpec("ReasoningGym", make_reasoning_gym, "any reasoning-gym generator (name=...)"),
+)
+
+
+def register_all() -> None:
+    for spec in SPECS:
+        if spec.id not in gym.registry:
+            gym.register(id=spec.id, entry_point=spec.factory, kwargs=dict(spec.kwargs or {}),
+                         disable_env_checker=True)
+
+
+def registered() -> list[tuple[str, str]]:
+    """(id, description) of every proctor/* env, including ones users registered."""
+    described = {s.id: s.description for s in SPECS}
+    out = []
+    for env_id in sorted(i for i in gym.registry if i.startswith(f"{NAMESPACE}/")):
+        desc = described.get(env_id)
+        if desc is None:
+            entry = gym.registry[env_id].entry_point
+            desc = entry if isinstance(entry, str) else (getattr(entry, "__doc__", None) or "").strip().split("\n")[0]
+        out.append((env_id, desc))
+    return out

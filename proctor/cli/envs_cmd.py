@@ -1,0 +1,183 @@
+"""``proctor envs list|check`` and ``proctor eval``: environments from the command line."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import math
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import Progress
+from rich.table import Table
+
+app = typer.Typer(help="List, check and build verifiable environments.", no_args_is_help=True)
+console = Console()
+err = Console(stderr=True)
+
+
+def _kwargs(text: Optional[str]) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise typer.BadParameter(f"--kwargs must be a JSON object: {exc.msg}") from None
+    if not isinstance(value, dict):
+        raise typer.BadParameter("--kwargs must be a JSON object, e.g. '{\"level\": 3}'")
+    return value
+
+
+def load_env(target: str, kwargs: dict[str, Any]):  # noqa: ANN201 - any gymnasium.Env
+    """A registered id (``proctor/Math-v0``), ``module:Class``/``module:factory`` or ``file.py:Class``."""
+    import gymnasium as gym
+
+    import proctor.envs  # noqa: F401 - registers the built-in envs
+
+    if target in gym.registry:
+        return gym.make(target, **kwargs).unwrapped
+    if ":" not in target:
+        known = ", ".join(i for i, _ in proctor.envs.registered())
+        raise typer.BadParameter(f"{target!r} is neither a registered env ({known}) nor module:Class")
+    module_name, attr = target.rsplit(":", 1)
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        if not path.exists():
+            raise typer.BadParameter(f"{path} does not exist")
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        sys.modules[path.stem] = module
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    else:
+        sys.path.insert(0, str(Path.cwd()))
+        module = importlib.import_module(module_name)
+    if not hasattr(module, attr):
+        raise typer.BadParameter(f"{module_name} has no {attr!r}")
+    return getattr(module, attr)(**kwargs)
+
+
+@app.command("list")
+def list_envs() -> None:
+    """Every registered proctor/* environment."""
+    import proctor.envs
+
+    table = Table(title="environments")
+    table.add_column("id")
+    table.add_column("what it checks")
+    for env_id, desc in proctor.envs.registered():
+        table.add_row(env_id, desc)
+    console.print(table)
+
+
+@app.command("check")
+def check(
+    target: Annotated[str, typer.Argument(help="A registered id, module:Class, or file.py:Class.")],
+    kwargs: Annotated[Optional[str], typer.Option("--kwargs", help="JSON keyword arguments for the env.")] = None,
+) -> None:
+    """Check an env against the contract: API, determinism, reward range, a right answer, odd input."""
+    from proctor.envs import check_env
+
+    env = load_env(target, _kwargs(kwargs))
+    try:
+        report = check_env(env)
+    finally:
+        env.close()
+    for name in report.passed:
+        console.print(f"[green]ok[/green]    {escape(name)}")
+    for p in report.problems:
+        console.print(f"[red]FAIL[/red]  {escape(p.check)}: {escape(p.message)}")
+        if p.fix:
+            console.print(f"      fix: {escape(p.fix)}")
+    if not report.ok:
+        raise typer.Exit(1)
+    console.print(f"{escape(target)}: all {len(report.passed)} checks passed")
+
+
+def _completion_rows(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise typer.BadParameter(f"cannot read {path}: {exc.strerror}") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise typer.BadParameter(f"{path}, row {n}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("completion"), str):
+            raise typer.BadParameter(f"{path}, row {n}, field 'completion': missing or not a string")
+        if "task_id" not in row and "index" not in row:
+            raise typer.BadParameter(f"{path}, row {n}: needs 'task_id' (or 'index') to find its task")
+        rows.append({**row, "_row": n})
+    if not rows:
+        raise typer.BadParameter(f"{path} has no rows")
+    return rows
+
+
+def eval_command(
+    env_id: Annotated[str, typer.Option("--env", help="A registered id, or module:Class.")],
+    completions: Annotated[Path, typer.Option("--completions", help="JSONL rows: {task_id|index, completion}.")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="Per-row results (JSONL); default next to the input.")] = None,
+    kwargs: Annotated[Optional[str], typer.Option("--kwargs", help="JSON keyword arguments for the env.")] = None,
+    batch: Annotated[int, typer.Option(help="Completions scored per batch call.")] = 256,
+) -> None:
+    """Score a file of completions; print a summary and write one result per row."""
+    env = load_env(env_id, _kwargs(kwargs))
+    rows = _completion_rows(completions)
+    by_id = {env.source[i].id: env.source[i] for i in range(len(env.source))}
+    tasks = []
+    for row in rows:
+        if "task_id" in row:
+            task = by_id.get(str(row["task_id"]))
+            if task is None:
+                raise typer.BadParameter(f"{completions}, row {row['_row']}: task_id {row['task_id']!r} "
+                                         f"is not a task of {env_id} ({len(by_id)} tasks)")
+        else:
+            index = int(row["index"])
+            if not 0 <= index < len(env.source):
+                raise typer.BadParameter(f"{completions}, row {row['_row']}: index {index} out of range")
+            task = env.source[index]
+        tasks.append(task)
+    verdicts = []
+    try:
+        with Progress(console=err, transient=True) as progress:
+            bar = progress.add_task("scoring", total=len(rows))
+            for start in range(0, len(rows), batch):
+                chunk = slice(start, start + batch)
+                verdicts += env.score_batch(tasks[chunk], [r["completion"] for r in rows[chunk]])
+                progress.update(bar, advance=len(rows[chunk]))
+    finally:
+        env.close()
+    out = out or completions.with_name(completions.stem + ".results.jsonl")
+    with out.open("w") as f:
+        for row, task, v in zip(rows, tasks, verdicts):
+            f.write(json.dumps({"row": row["_row"], "task_id": task.id, "reward": None if math.isnan(v.reward) else v.reward,
+                                "correct": v.correct, "status": v.status, "parts": dict(v.parts),
+                                "info": {k: str(x) for k, x in v.info.items()}}) + "\n")
+    _summary(env_id, verdicts)
+    console.print(f"per-row results: {out}")
+
+
+def _summary(env_id: str, verdicts: list) -> None:
+    judged = [v for v in verdicts if v.scored]
+    table = Table(title=f"{env_id}: {len(verdicts)} completions")
+    for col in ("status", "count", "reward mean", "pass rate"):
+        table.add_column(col)
+    table.add_row("judged", str(len(judged)),
+                  f"{sum(v.reward for v in judged) / len(judged):.3f}" if judged else "-",
+                  f"{sum(v.correct for v in judged) / len(judged):.3f}" if judged else "-")
+    reasons = Counter(str(v.info.get("reason") or v.info.get("status") or ("correct" if v.correct else "wrong"))
+                      for v in judged)
+    for reason, count in reasons.most_common():
+        table.add_row(f"  {reason}", str(count), "", "")
+    infra = len(verdicts) - len(judged)
+    table.add_row("infra_error (not judged)", str(infra), "", "")
+    console.print(table)
