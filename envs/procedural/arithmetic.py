@@ -40,22 +40,32 @@ def _number(rng: random.Random, level: Level) -> int:
     return -n if level.negatives and rng.random() < 0.2 else n
 
 
-def _expression(rng: random.Random, level: Level, operands: int) -> tuple[str, Fraction]:
-    """A random expression over ``operands`` numbers and its exact value (integer by construction)."""
+_PREC = {"+": 1, "-": 1, "*": 2, "/": 2, "": 3}
+_SHOW = {"+": "+", "-": "-", "*": "×", "/": "÷"}
+
+
+def _expression(rng: random.Random, level: Level, operands: int) -> tuple[str, Fraction, str]:
+    """A random expression over ``operands`` numbers, its exact value (integer by
+    construction) and its top operator ("" for a lone number).
+
+    Parentheses are written wherever precedence needs them, so the text means
+    exactly the tree that was evaluated; levels with ``parens`` add redundant ones too.
+    """
     if operands == 1:
         n = _number(rng, level)
-        return (f"({n})" if n < 0 else str(n)), Fraction(n)
+        return (f"({n})" if n < 0 else str(n)), Fraction(n), ""
     left_n = rng.randint(1, operands - 1)
-    left, lv = _expression(rng, level, left_n)
-    right, rv = _expression(rng, level, operands - left_n)
+    left, lv, lop = _expression(rng, level, left_n)
+    right, rv, rop = _expression(rng, level, operands - left_n)
     op = rng.choice(level.ops)
-    if op == "/":
-        if rv == 0 or lv % rv != 0 or (lv / rv).denominator != 1:
-            op = rng.choice([o for o in level.ops if o != "/"])
+    if op == "/" and (rv == 0 or (lv / rv).denominator != 1):
+        op = rng.choice([o for o in level.ops if o != "/"])
     value = {"+": lv + rv, "-": lv - rv, "*": lv * rv, "/": lv / rv if rv else lv}[op]
-    text = f"{left} {'÷' if op == '/' else ('×' if op == '*' else op)} {right}"
-    wrap = level.parens and operands > 1 and rng.random() < 0.5
-    return (f"({text})" if wrap else text), value
+    if _PREC[lop] < _PREC[op] or (level.parens and lop and rng.random() < 0.3):
+        left = f"({left})"
+    if _PREC[rop] < _PREC[op] or (_PREC[rop] == _PREC[op] and op in "-/") or (level.parens and rop and rng.random() < 0.3):
+        right = f"({right})"
+    return f"{left} {_SHOW[op]} {right}", value, op
 
 
 def arithmetic_task(index: int, level: int = 2, seed: int = 0) -> Task:
@@ -63,7 +73,7 @@ def arithmetic_task(index: int, level: int = 2, seed: int = 0) -> Task:
         raise ValueError(f"arithmetic level must be one of {sorted(LEVELS)}, got {level}")
     rng = random.Random(f"arith-{seed}-{level}-{index}")
     spec = LEVELS[level]
-    expr, value = _expression(rng, spec, spec.operands)
+    expr, value, _ = _expression(rng, spec, spec.operands)
     assert value.denominator == 1, "expressions are built to have integer values"
     return Task(id=f"arith/L{level}/s{seed}/{index}", prompt=PROMPT.format(expr=expr), answer=str(value.numerator),
                 data={"level": level, "expression": expr}, source="arithmetic")
