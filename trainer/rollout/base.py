@@ -1,0 +1,67 @@
+"""The generator interface every rollout backend implements (transformers here, vLLM next).
+
+A backend turns prompts into G sampled completions each, token in / token out:
+the learner trains on exactly the token ids that were sampled (no re-tokenization
+drift), with the sampler's log-probs kept for importance-sampling corrections.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional, Protocol, Sequence, runtime_checkable
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How completions are sampled. ``temperature`` also scales the learner's log-probs."""
+
+    n: int = 8                      # completions per prompt (G)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0                  # 0: off
+    max_new_tokens: int = 256
+    seed: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"SamplingParams.n (completions per prompt) must be >= 1, got {self.n}")
+        if not self.temperature > 0:
+            raise ValueError(f"SamplingParams.temperature must be > 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"SamplingParams.top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"SamplingParams.max_new_tokens must be >= 1, got {self.max_new_tokens}")
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One sampled completion, as token ids, with what the learner needs to train on it."""
+
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]      # includes the stop token when it stopped
+    logprobs: tuple[float, ...]          # sampler's log-prob of each completion token (temperature-scaled)
+    text: str                            # decoded completion, special tokens dropped
+    finish_reason: FinishReason
+    weight_version: int = 0              # which weights sampled it (never silently stale)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """A rollout backend."""
+
+    weight_version: int
+
+    def generate(self, prompts: Sequence[list[int]], params: SamplingParams) -> list[list[Rollout]]:
+        """``params.n`` rollouts for each tokenized prompt, grouped by prompt, in prompt order."""
+        ...
+
+    def sync_weights(self) -> None:
+        """Make the next rollouts come from the learner's current weights."""
+        ...

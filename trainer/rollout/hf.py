@@ -1,0 +1,76 @@
+"""Rollouts with `transformers` `generate`: batched, on CPU or GPU, sharing the learner's model.
+
+Sharing the model object means there is nothing to sync: the next call samples from
+the weights the optimizer just wrote; ``weight_version`` still counts the syncs so
+every rollout says which weights made it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from .base import Rollout, SamplingParams
+
+
+class TransformersGenerator:
+    """Samples with ``model.generate``; ``batch_size`` sequences (prompts × n) per call."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, batch_size: int = 64) -> None:
+        if tokenizer.pad_token_id is None:
+            raise ValueError("the tokenizer has no pad token: set tokenizer.pad_token (e.g. to its eos token)")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.weight_version = 0
+        eos = tokenizer.eos_token_id
+        self.stop_ids = {eos} if isinstance(eos, int) else set(eos or ())
+
+    def sync_weights(self) -> None:
+        self.weight_version += 1
+
+    @torch.no_grad()
+    def generate(self, prompts: Sequence[list[int]], params: SamplingParams) -> list[list[Rollout]]:
+        if params.seed is not None:
+            torch.manual_seed(params.seed)
+        flat = [list(p) for p in prompts for _ in range(params.n)]
+        rollouts: list[Rollout] = []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for start in range(0, len(flat), self.batch_size):
+                rollouts += self._generate_chunk(flat[start:start + self.batch_size], params)
+        finally:
+            self.model.train(was_training)
+        return [rollouts[i * params.n:(i + 1) * params.n] for i in range(len(prompts))]
+
+    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams) -> list[Rollout]:
+        device = next(self.model.parameters()).device
+        pad = self.tokenizer.pad_token_id
+        width = max(len(p) for p in prompts)
+        # Left padding: every prompt ends at the same position, so new tokens line up.
+        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
+        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+        out = self.model.generate(
+            input_ids=input_ids, attention_mask=attention, do_sample=True, temperature=params.temperature,
+            top_p=params.top_p, top_k=params.top_k or None, max_new_tokens=params.max_new_tokens,
+            pad_token_id=pad, eos_token_id=sorted(self.stop_ids), return_dict_in_generate=True, output_logits=True)
+        new = out.sequences[:, width:]
+        # Raw logits / temperature: the distribution the learner's log-probs use too.
+        logits = torch.stack(out.logits, dim=1)[:, :new.shape[1]].float() / params.temperature
+        logp = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        result = []
+        for row, prompt in enumerate(prompts):
+            ids = new[row].tolist()
+            end, reason = len(ids), "length"
+            for i, tok in enumerate(ids):
+                if tok in self.stop_ids:
+                    end, reason = i + 1, "stop"
+                    break
+            ids = ids[:end]
+            result.append(Rollout(prompt_ids=tuple(prompt), completion_ids=tuple(ids),
+                                  logprobs=tuple(logp[row, :end].tolist()),
+                                  text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                                  finish_reason=reason, weight_version=self.weight_version))
+        return result
