@@ -9,6 +9,7 @@ from proctor.cli.images_cmd import app as images_app
 from proctor.cli.envs_cmd import app as envs_app
 from proctor.cli.envs_cmd import eval_command
 from proctor.cli.sandbox_cmd import app as sandbox_app
+from proctor.cli.tiny_model_cmd import tiny_model
 
 app = typer.Typer(
     help="Proctor: Docker-sandboxed verifiable environments and a GRPO trainer.",
@@ -22,6 +23,7 @@ app.command("doctor")(doctor)
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(envs_app, name="envs")
 app.command("eval")(eval_command)
+app.command("tiny-model")(tiny_model)
 
 
 def main() -> None:
