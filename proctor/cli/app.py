@@ -10,6 +10,7 @@ from proctor.cli.envs_cmd import app as envs_app
 from proctor.cli.envs_cmd import eval_command
 from proctor.cli.sandbox_cmd import app as sandbox_app
 from proctor.cli.tiny_model_cmd import tiny_model
+from proctor.cli.train_cmd import train
 
 app = typer.Typer(
     help="Proctor: Docker-sandboxed verifiable environments and a GRPO trainer.",
@@ -24,6 +25,7 @@ app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(envs_app, name="envs")
 app.command("eval")(eval_command)
 app.command("tiny-model")(tiny_model)
+app.command("train")(train)
 
 
 def main() -> None:

@@ -1,0 +1,52 @@
+"""Build a trainer from a config: the model (or the tiny offline one), its tokenizer, the env suite."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+import proctor.envs  # noqa: F401 - registers the built-in envs
+from proctor.envs import EnvSuite, VerifiableEnv
+
+from .config import GRPOConfig
+from .grpo import GRPOTrainer
+
+
+def build_suite(cfg: GRPOConfig) -> EnvSuite:
+    envs: dict[str, VerifiableEnv] = {}
+    for name, spec in cfg.envs.items():
+        if not isinstance(spec, dict) or "id" not in spec:
+            raise ValueError(f"config envs.{name}: needs an 'id' (e.g. proctor/Math-v0) and optional 'kwargs'")
+        kwargs = dict(spec.get("kwargs") or {})
+        if cfg.system_prompt is not None:
+            kwargs.setdefault("system_prompt", cfg.system_prompt)
+        try:
+            env = gym.make(spec["id"], **kwargs).unwrapped
+        except gym.error.Error as exc:
+            raise ValueError(f"config envs.{name}: {exc}") from None
+        if not isinstance(env, VerifiableEnv):
+            raise ValueError(f"config envs.{name}: {spec['id']} is not a proctor VerifiableEnv")
+        envs[name] = env
+    return EnvSuite(envs, cfg.env_weights)
+
+
+def load_model(cfg: GRPOConfig) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path: Any = cfg.model
+    if cfg.model == "tiny" or cfg.model.startswith("tiny:"):
+        from .tiny_model import tiny_model_path
+
+        steps = int(cfg.model.split(":", 1)[1]) if ":" in cfg.model else 200
+        path = tiny_model_path(pretrain_steps=steps)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path)
+    return model, tokenizer
+
+
+def build_trainer(cfg: GRPOConfig) -> GRPOTrainer:
+    model, tokenizer = load_model(cfg)
+    return GRPOTrainer(cfg, build_suite(cfg), model, tokenizer)

@@ -1,0 +1,90 @@
+"""Every knob of a GRPO run, with the defaults a TRL or verl user would expect."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal, Optional
+
+LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
+ScaleRewards = Literal["group", "batch", "none"]
+
+
+@dataclass
+class GRPOConfig:
+    # ---- model and data
+    model: str = "tiny"                       # a path, or "tiny" for the generated offline model
+    envs: dict[str, dict[str, Any]] = field(default_factory=lambda: {"arithmetic": {"id": "proctor/Arithmetic-v0",
+                                                                                     "kwargs": {"level": 1}}})
+    env_weights: Optional[dict[str, float]] = None
+    system_prompt: Optional[str] = None
+    output_dir: str = "runs/grpo"
+    seed: int = 0
+    # ---- sampling: B prompts × G completions per step
+    prompts_per_step: int = 8                 # B
+    group_size: int = 8                       # G
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 32
+    generation_batch_size: int = 64           # sequences per generate call
+    # ---- optimisation
+    max_steps: int = 50
+    learning_rate: float = 1e-5
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    max_grad_norm: float = 1.0
+    micro_batch_size: int = 16                # sequences per forward/backward (gradient accumulation)
+    num_iterations: int = 1                   # μ: optimizer passes over each batch
+    # ---- the GRPO objective
+    loss_type: LossType = "dapo"
+    scale_rewards: ScaleRewards = "group"
+    importance_level: Literal["token", "sequence"] = "token"
+    epsilon_low: float = 0.2
+    epsilon_high: Optional[float] = 0.28      # DAPO clip-higher; None: = epsilon_low
+    delta: Optional[float] = None
+    beta: float = 0.0                         # KL coefficient; 0 loads no reference model
+    kl_kind: Literal["k1", "k2", "k3"] = "k3"
+    entropy_coef: float = 0.0
+    mask_truncated: bool = False
+    # ---- zero-signal groups
+    dynamic_sampling: bool = False            # DAPO: drop zero-signal groups, draw more prompts
+    max_resample_rounds: int = 2
+    skip_predicted_zero_signal: bool = False  # pass-rate memory
+    skip_threshold: float = 0.9
+    # ---- scale and memory
+    mixed_precision: Literal["no", "bf16", "fp16"] = "no"
+    gradient_checkpointing: bool = False
+    lora_rank: int = 0                        # 0: full fine-tuning
+    lora_alpha: int = 16
+    # ---- logging
+    log_every: int = 1
+    sample_completions: int = 2               # completions (with verdicts) printed per log
+    report_to: list[str] = field(default_factory=list)   # accelerate trackers: "tensorboard", "wandb"
+
+    def __post_init__(self) -> None:
+        problems = []
+        for name in ("prompts_per_step", "group_size", "max_new_tokens", "max_steps", "micro_batch_size",
+                     "num_iterations", "generation_batch_size"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name} must be >= 1 (got {getattr(self, name)})")
+        if self.group_size < 2:
+            problems.append("group_size must be >= 2: a group of one has no baseline")
+        if not self.temperature > 0:
+            problems.append(f"temperature must be > 0 (got {self.temperature})")
+        if self.beta < 0 or self.entropy_coef < 0:
+            problems.append("beta and entropy_coef must be >= 0")
+        if not 0 < self.epsilon_low < 1:
+            problems.append(f"epsilon_low must be in (0, 1) (got {self.epsilon_low})")
+        if problems:
+            raise ValueError("GRPOConfig: " + "; ".join(problems))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "config") -> "GRPOConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

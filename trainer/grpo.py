@@ -1,0 +1,310 @@
+"""`GRPOTrainer`: the critic-free loop, one step readable top to bottom.
+
+    sample B prompts → G completions each → score them through the envs (overlapping
+    generation) → group-relative advantages → clipped policy loss (+ KL) → optimizer step
+
+The formulas live in ``proctor.trainer.algo`` (matched to TRL numerically); this file
+is the plumbing: models, batches, timing, the zero-signal bookkeeping and the logs.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import random
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import torch
+
+from proctor.envs import EnvSuite, SuiteItem, Verdict
+
+from .algo import group_advantages, policy_loss
+from .batch import TrainBatch, build_batch, token_logps
+from .config import GRPOConfig
+from .metrics import MetricsLog, Stopwatch, peak_memory_bytes, plot_run
+from .passrate import PassRateMemory
+from .rollout import Rollout, SamplingParams, TransformersGenerator
+
+
+@dataclass
+class Scored:
+    """B groups of G rollouts with their verdicts, group-contiguous."""
+
+    items: list[SuiteItem]            # one per rollout (each prompt's item repeated G times)
+    rollouts: list[Rollout]
+    verdicts: list[Verdict]
+
+
+class GRPOTrainer:
+    def __init__(self, config: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any) -> None:
+        from accelerate import Accelerator
+
+        self.cfg = config
+        self.suite = suite
+        self.tokenizer = tokenizer
+        self.accelerator = Accelerator(mixed_precision=config.mixed_precision,
+                                       log_with=config.report_to or None, project_dir=config.output_dir)
+        torch.manual_seed(config.seed)
+        self.rng = random.Random(config.seed)
+        self.np_rng = __import__("numpy").random.default_rng(config.seed)
+        if config.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+        if config.lora_rank > 0:
+            from peft import LoraConfig, get_peft_model
+
+            model = get_peft_model(model, LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha,
+                                                     target_modules="all-linear", task_type="CAUSAL_LM"))
+        # β = 0 loads no reference model; with LoRA the base (adapters off) is the reference.
+        self.ref_model = None
+        if config.beta > 0 and config.lora_rank == 0:
+            self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+        params = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda s: min(1.0, (s + 1) / config.warmup_steps) if config.warmup_steps else 1.0)
+        self.model, self.optimizer, self.scheduler = self.accelerator.prepare(model, optimizer, scheduler)
+        if self.ref_model is not None:
+            self.ref_model.to(self.accelerator.device)
+        self.generator = TransformersGenerator(self.accelerator.unwrap_model(self.model), tokenizer,
+                                               batch_size=config.generation_batch_size)
+        self.sampling = SamplingParams(n=config.group_size, temperature=config.temperature, top_p=config.top_p,
+                                       top_k=config.top_k, max_new_tokens=config.max_new_tokens)
+        self.memory = PassRateMemory(config.group_size, skip_threshold=config.skip_threshold)
+        if config.report_to:
+            self.accelerator.init_trackers("proctor-grpo", config=config.to_dict())
+        self.log = MetricsLog(config.output_dir, trackers=self.accelerator if config.report_to else None)
+        self.totals = {"tokens/generated": 0, "tokens/learned": 0, "tokens/zero_signal": 0}
+        self._scorer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proctor-score")
+
+    # ================================================================== one step
+    def step(self, step: int) -> dict[str, float]:
+        cfg, watch = self.cfg, Stopwatch()
+        t_step = time.perf_counter()
+
+        # 1-3. B prompts → G completions each → verdicts (scoring overlaps generation)
+        scored = self.rollout(self.draw_prompts(cfg.prompts_per_step), watch)
+        rounds = 0
+        # DAPO dynamic sampling: replace zero-signal groups with fresh prompts, a bounded number of times.
+        while cfg.dynamic_sampling and rounds < cfg.max_resample_rounds:
+            keep = self._groups_with_signal(scored)
+            missing = cfg.prompts_per_step - sum(keep)
+            if missing == 0:
+                break
+            scored = self._merge(self._keep_groups(scored, keep), self.rollout(self.draw_prompts(missing), watch))
+            rounds += 1
+
+        # 4. group-relative advantages; unjudged samples are excluded and get A = 0
+        rewards = torch.tensor([v.reward if v.scored else math.nan for v in scored.verdicts])
+        valid = torch.tensor([v.scored for v in scored.verdicts])
+        adv = group_advantages(rewards, cfg.group_size, scale=cfg.scale_rewards, valid=valid)
+        for g in range(len(scored.rollouts) // cfg.group_size):
+            group = slice(g * cfg.group_size, (g + 1) * cfg.group_size)
+            self.memory.update(scored.items[group.start].task.id,
+                               [v.correct for v in scored.verdicts[group] if v.scored], step)
+
+        # 5. the policy update: μ passes of clipped-ratio loss (+ β·KL) over micro-batches
+        batch = build_batch(scored.rollouts, adv.advantages.tolist(), valid.tolist(), self.tokenizer.pad_token_id,
+                            mask_truncated=cfg.mask_truncated, device=self.accelerator.device)
+        learn = self.learn(batch, watch)
+        self.generator.sync_weights()
+
+        # 6. what happened, per step
+        return self._metrics(step, scored, adv, batch, learn, watch, rounds, time.perf_counter() - t_step)
+
+    # ================================================================== the parts
+    def draw_prompts(self, n: int) -> list[SuiteItem]:
+        """n tasks from the suite; with pass-rate memory, prompts predicted zero-signal are skipped."""
+        items: list[SuiteItem] = []
+        tries = 0
+        while len(items) < n:
+            item = self.suite.sample(1, self.np_rng)[0]
+            tries += 1
+            if (self.cfg.skip_predicted_zero_signal and tries < 50 * n
+                    and self.memory.should_skip(item.task.id, self.rng)):
+                self.memory.note_skip(self.cfg.group_size * self._mean_completion_tokens())
+                continue
+            items.append(item)
+        return items
+
+    def rollout(self, items: Sequence[SuiteItem], watch: Stopwatch) -> Scored:
+        """Generate in chunks; each finished chunk is scored in a thread while the next generates."""
+        prompts = [self._tokenize(item) for item in items]
+        per_chunk = max(1, self.cfg.generation_batch_size // self.cfg.group_size)
+        pending: list[tuple[list[SuiteItem], list[Rollout], Future]] = []
+        for start in range(0, len(items), per_chunk):
+            chunk_items = list(items[start:start + per_chunk])
+            with watch.section("generate"):
+                groups = self.generator.generate(prompts[start:start + per_chunk], self.sampling)
+            flat_items = [it for it in chunk_items for _ in range(self.cfg.group_size)]
+            flat = [r for g in groups for r in g]
+            future = self._scorer.submit(self._score, flat_items, flat, watch)
+            pending.append((flat_items, flat, future))
+        items_out, rollouts, verdicts = [], [], []
+        with watch.section("score_exposed"):   # scoring time that generation did not hide
+            for flat_items, flat, future in pending:
+                items_out += flat_items
+                rollouts += flat
+                verdicts += future.result()
+        return Scored(items_out, rollouts, verdicts)
+
+    def _score(self, items: list[SuiteItem], rollouts: list[Rollout], watch: Stopwatch) -> list[Verdict]:
+        with watch.section("score"):
+            return self.suite.score_batch(items, [r.text for r in rollouts])
+
+    def learn(self, batch: TrainBatch, watch: Stopwatch) -> dict[str, float]:
+        cfg = self.cfg
+        rows = len(batch)
+        micro = [slice(i, min(i + cfg.micro_batch_size, rows)) for i in range(0, rows, cfg.micro_batch_size)]
+        num_items = float(batch.mask.sum())
+        old_logp = ref_logp = None
+        with torch.no_grad():
+            if cfg.num_iterations > 1:   # π_old must stay fixed across the μ passes
+                with watch.section("old_logp"):
+                    old_logp = torch.cat([token_logps(self.model, batch.slice(m), cfg.temperature)[0] for m in micro])
+            if cfg.beta > 0:
+                with watch.section("reference"):
+                    ref_logp = torch.cat([self._ref_logps(batch.slice(m)) for m in micro])
+        stats: dict[str, list[float]] = {}
+        with watch.section("learn"):
+            for _ in range(cfg.num_iterations):
+                for m in micro:
+                    part = batch.slice(m)
+                    with self.accelerator.autocast():
+                        logp, entropy = token_logps(self.model, part, cfg.temperature, with_entropy=True)
+                    out = policy_loss(
+                        logp, None if old_logp is None else old_logp[m], part.advantages, part.mask,
+                        loss_type=cfg.loss_type, importance_level=cfg.importance_level,
+                        epsilon_low=cfg.epsilon_low, epsilon_high=cfg.epsilon_high, delta=cfg.delta,
+                        beta=cfg.beta, ref_logp=None if ref_logp is None else ref_logp[m], kl_kind=cfg.kl_kind,
+                        max_completion_length=cfg.max_new_tokens, num_items_in_batch=num_items,
+                        grad_accum_steps=len(micro), entropy=entropy, entropy_coef=cfg.entropy_coef)
+                    self.accelerator.backward(out.loss)
+                    for key in ("loss", "clip_low_frac", "clip_high_frac", "kl_mean", "entropy_mean", "ratio_mean"):
+                        value = getattr(out, key)
+                        if value is not None:
+                            stats.setdefault(key, []).append(float(value.detach()))
+                grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+                self.scheduler.step()
+                self.optimizer.zero_grad(set_to_none=True)
+        result = {k: sum(v) / len(v) for k, v in stats.items()}
+        result["loss"] = sum(stats.get("loss", [0.0]))   # the per-micro losses add up to the step's loss
+        result["grad_norm"] = float(grad_norm)
+        return result
+
+    def _ref_logps(self, part: TrainBatch) -> torch.Tensor:
+        if self.ref_model is not None:
+            return token_logps(self.ref_model, part, self.cfg.temperature)[0]
+        with self.accelerator.unwrap_model(self.model).disable_adapter():   # LoRA: the base is the reference
+            return token_logps(self.model, part, self.cfg.temperature)[0]
+
+    # ================================================================== helpers
+    def _tokenize(self, item: SuiteItem) -> list[int]:
+        prompt = self.suite.prompt_of(item)
+        if isinstance(prompt, str):
+            return self.tokenizer(prompt, add_special_tokens=True)["input_ids"]
+        ids = self.tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+    def _groups_with_signal(self, scored: Scored) -> list[bool]:
+        g = self.cfg.group_size
+        keep = []
+        for start in range(0, len(scored.verdicts), g):
+            rewards = [v.reward for v in scored.verdicts[start:start + g] if v.scored]
+            keep.append(len(rewards) >= 2 and max(rewards) - min(rewards) > 1e-6)
+        return keep
+
+    def _keep_groups(self, scored: Scored, keep: list[bool]) -> Scored:
+        g = self.cfg.group_size
+        idx = [i for i in range(len(scored.rollouts)) if keep[i // g]]
+        return Scored([scored.items[i] for i in idx], [scored.rollouts[i] for i in idx],
+                      [scored.verdicts[i] for i in idx])
+
+    @staticmethod
+    def _merge(a: Scored, b: Scored) -> Scored:
+        return Scored(a.items + b.items, a.rollouts + b.rollouts, a.verdicts + b.verdicts)
+
+    def _mean_completion_tokens(self) -> int:
+        rows = self.log.rows[-5:]
+        lens = [r["completion/len_mean"] for r in rows if r.get("completion/len_mean")]
+        return int(sum(lens) / len(lens)) if lens else self.cfg.max_new_tokens
+
+    def _metrics(self, step: int, scored: Scored, adv: Any, batch: TrainBatch, learn: dict[str, float],
+                 watch: Stopwatch, rounds: int, step_s: float) -> dict[str, float]:
+        g = self.cfg.group_size
+        judged = [v for v in scored.verdicts if v.scored]
+        lens = [len(r.completion_ids) for r in scored.rollouts]
+        zero = adv.zero_signal.tolist()
+        zero_tokens = sum(n for n, z in zip(lens, zero) if z)
+        generated = sum(lens)
+        self.totals["tokens/generated"] += generated
+        self.totals["tokens/learned"] += generated - zero_tokens
+        self.totals["tokens/zero_signal"] += zero_tokens
+        kind, peak = peak_memory_bytes()
+        rewards = [v.reward for v in judged]
+        mean = sum(rewards) / len(rewards) if rewards else math.nan
+        row: dict[str, Any] = {
+            "step": step,
+            "reward/mean": mean,
+            "reward/std": (sum((r - mean) ** 2 for r in rewards) / max(1, len(rewards) - 1)) ** 0.5 if rewards else math.nan,
+            "pass_rate": sum(v.correct for v in judged) / len(judged) if judged else math.nan,
+            "infra/dropped": len(scored.verdicts) - len(judged),
+            "zero_signal/frac": adv.frac_zero_signal,
+            "zero_signal/tokens": zero_tokens,
+            "zero_signal/token_frac": zero_tokens / generated if generated else 0.0,
+            "dynamic_sampling/rounds": rounds,
+            "completion/len_mean": generated / len(lens),
+            "completion/len_max": max(lens),
+            "completion/truncated_frac": sum(r.truncated for r in scored.rollouts) / len(lens),
+            "tokens/generated": generated,
+            "tokens/learned": generated - zero_tokens,
+            "tokens/saved_by_skip": self.memory.tokens_saved,
+            "tokens/cumulative": self.totals["tokens/generated"],
+            "tokens/per_s": generated / watch.totals["generate"] if watch.totals.get("generate") else math.nan,
+            "kl": learn.get("kl_mean", math.nan),
+            "clip/low": learn.get("clip_low_frac", math.nan),
+            "clip/high": learn.get("clip_high_frac", math.nan),
+            "entropy": learn.get("entropy_mean", math.nan),
+            "loss": learn["loss"],
+            "grad_norm": learn["grad_norm"],
+            "lr": self.scheduler.get_last_lr()[0],
+            "time/step_s": step_s,
+            **{f"time/{k}_s": v for k, v in watch.totals.items()},
+            "memory/kind": kind,
+            "memory/peak_gb": peak / 2**30,
+            "weight_version": self.generator.weight_version,
+        }
+        for env, rep in EnvSuite.report(scored.items, scored.verdicts).items():
+            row[f"env/{env}/reward"] = rep["reward_mean"]
+            row[f"env/{env}/pass_rate"] = rep["pass_rate"]
+        self.log.samples({"step": step, "env": item.env, "task_id": item.task.id, "completion": r.text,
+                          "reward": v.reward if v.scored else None, "status": v.status, "correct": v.correct,
+                          "info": {k: str(x)[:300] for k, x in v.info.items()}}
+                         for item, r, v in list(zip(scored.items, scored.rollouts, scored.verdicts))[::g][
+                             :self.cfg.sample_completions])
+        return row
+
+    # ================================================================== the run
+    def train(self) -> list[dict[str, Any]]:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        cfg = self.cfg
+        with Progress(TextColumn("[bold]GRPO"), BarColumn(), TextColumn("step {task.completed}/{task.total}"),
+                      TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=self.log.console) as bar:
+            task = bar.add_task("train", total=cfg.max_steps, info="")
+            for step in range(1, cfg.max_steps + 1):
+                row = self.step(step)
+                self.log.log(row)
+                bar.update(task, advance=1, info=f"reward {row['reward/mean']:.3f}  zero-signal "
+                                                  f"{row['zero_signal/frac']:.2f}")
+                if step % cfg.log_every == 0:
+                    self.log.print_step()
+        self.plots = plot_run(cfg.output_dir)
+        self.log.print_summary()
+        if cfg.report_to:
+            self.accelerator.end_training()
+        self._scorer.shutdown(wait=True)
+        return self.log.rows

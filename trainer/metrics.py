@@ -1,0 +1,146 @@
+"""Where a run's numbers go: a JSONL file, a console table, trackers, and plots at the end."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from rich.console import Console
+from rich.table import Table
+
+
+def peak_memory_bytes() -> tuple[str, int]:
+    """("cuda", peak allocated) on a GPU, else ("rss", the process's peak resident set)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return "cuda", int(torch.cuda.max_memory_allocated())
+    except ImportError:
+        pass
+    import resource
+
+    return "rss", int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+class MetricsLog:
+    """Appends one JSON object per step to ``metrics.jsonl`` and prints a compact table."""
+
+    SHOWN = ("step", "reward/mean", "pass_rate", "zero_signal/frac", "completion/len_mean", "kl", "loss",
+             "grad_norm", "tokens/generated", "tokens/per_s", "time/step_s", "memory/peak_gb")
+
+    def __init__(self, run_dir: str | os.PathLike[str], console: Optional[Console] = None,
+                 trackers: Any = None) -> None:
+        self.dir = Path(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.path = self.dir / "metrics.jsonl"
+        self.path.write_text("")
+        self.console = console or Console()
+        self.trackers = trackers          # an accelerate.Accelerator with trackers initialised, or None
+        self.rows: list[dict[str, Any]] = []
+
+    def log(self, row: dict[str, Any]) -> None:
+        row = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+        self.rows.append(row)
+        with self.path.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        if self.trackers is not None:
+            self.trackers.log({k: v for k, v in row.items() if isinstance(v, (int, float))}, step=row["step"])
+
+    def print_step(self) -> None:
+        """One line per step: the numbers to watch while a run goes."""
+        r = self.rows[-1]
+        parts = [f"[bold]step {r['step']}[/bold]"]
+        for key, label in (("reward/mean", "reward"), ("pass_rate", "pass"), ("zero_signal/frac", "zero-signal"),
+                           ("completion/len_mean", "len"), ("kl", "kl"), ("loss", "loss"), ("grad_norm", "|g|"),
+                           ("tokens/per_s", "tok/s"), ("time/step_s", "s"), ("memory/peak_gb", "GB")):
+            if r.get(key) is not None:
+                parts.append(f"{label} {_fmt(r[key])}")
+        self.console.print("  ".join(parts), highlight=False)
+
+    def print_summary(self) -> None:
+        table = Table(title=f"run summary ({len(self.rows)} steps): {self.dir}")
+        table.add_column("metric")
+        table.add_column("first", justify="right")
+        table.add_column("last", justify="right")
+        for key in self.SHOWN[1:]:
+            if any(r.get(key) is not None for r in self.rows):
+                table.add_row(key, _fmt(self.rows[0].get(key)), _fmt(self.rows[-1].get(key)))
+        self.console.print(table)
+
+    def samples(self, rows: Iterable[dict[str, Any]]) -> None:
+        with (self.dir / "samples.jsonl").open("a") as f:
+            for row in rows:
+                f.write(json.dumps(row) + "\n")
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def plot_run(run_dir: str | os.PathLike[str]) -> list[Path]:
+    """reward.png (reward and pass rate), signal.png (zero-signal fraction), tokens.png, memory.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    if not rows:
+        return []
+    steps = [r["step"] for r in rows]
+    panels = {
+        "reward.png": ("reward", [("reward/mean", "reward mean"), ("pass_rate", "pass rate")]),
+        "signal.png": ("zero-signal groups", [("zero_signal/frac", "fraction of groups"),
+                                              ("zero_signal/token_frac", "fraction of tokens")]),
+        "tokens.png": ("rollout tokens", [("tokens/generated", "generated"), ("tokens/learned", "in groups that taught"),
+                                          ("tokens/saved_by_skip", "saved by skipping")]),
+        "memory.png": ("peak memory (GB)", [("memory/peak_gb", "peak")]),
+    }
+    written = []
+    for name, (title, series) in panels.items():
+        present = [(k, label) for k, label in series if any(r.get(k) is not None for r in rows)]
+        if not present:
+            continue
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        for key, label in present:
+            ax.plot(steps, [r.get(key) if r.get(key) is not None else float("nan") for r in rows], label=label)
+        ax.set_xlabel("step")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(run_dir / name, dpi=110)
+        plt.close(fig)
+        written.append(run_dir / name)
+    return written
+
+
+class Stopwatch:
+    """Named wall-clock sections: the step's time split."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = {}
+
+    def section(self, name: str) -> "_Section":
+        return _Section(self, name)
+
+
+class _Section:
+    def __init__(self, watch: Stopwatch, name: str) -> None:
+        self.watch, self.name = watch, name
+
+    def __enter__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.watch.totals[self.name] = self.watch.totals.get(self.name, 0.0) + time.perf_counter() - self.t0

@@ -1,0 +1,89 @@
+"""Per-prompt pass-rate memory: skip prompts whose group would teach nothing.
+
+A group whose G completions all get the same reward has zero advantage: the
+rollout tokens spent on it are wasted. A prompt the policy always solves (or never
+solves) will most likely do so again, so before spending G rollouts on it we look
+at its record. The estimate is a Beta posterior over the prompt's pass rate; the
+predicted chance that a group of G is all-right or all-wrong is
+``p^G + (1 - p)^G`` averaged over that posterior. Prompts likely to be zero-signal
+are skipped (or down-weighted) and re-tried now and then, since the policy moves.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+
+@dataclass
+class PromptRecord:
+    successes: float = 0.0
+    trials: float = 0.0
+    last_step: int = -1
+
+
+@dataclass
+class PassRateMemory:
+    """Beta(prior_a + successes, prior_b + failures) per prompt id, decayed towards the prior.
+
+    ``skip_threshold``: skip a prompt when its predicted zero-signal probability is above it.
+    ``min_trials``: never skip a prompt seen fewer times than this.
+    ``retry_prob``: chance to draw a skippable prompt anyway (the policy changes).
+    ``decay``: per-step factor on old evidence (1.0 keeps it all).
+    """
+
+    group_size: int
+    skip_threshold: float = 0.9
+    min_trials: int = 1
+    retry_prob: float = 0.1
+    decay: float = 0.98
+    prior_a: float = 0.5
+    prior_b: float = 0.5
+    records: dict[str, PromptRecord] = field(default_factory=dict)
+    skipped: int = 0
+    tokens_saved: int = 0
+
+    def update(self, prompt_id: str, correct: Iterable[bool], step: int) -> None:
+        """Record one group's outcomes (only judged completions)."""
+        outcomes = list(correct)
+        if not outcomes:
+            return
+        rec = self.records.setdefault(prompt_id, PromptRecord())
+        if rec.last_step >= 0:
+            factor = self.decay ** max(0, step - rec.last_step)
+            rec.successes *= factor
+            rec.trials *= factor
+        rec.successes += sum(outcomes)
+        rec.trials += len(outcomes)
+        rec.last_step = step
+
+    def pass_rate(self, prompt_id: str) -> Optional[float]:
+        rec = self.records.get(prompt_id)
+        if rec is None or rec.trials == 0:
+            return None
+        return (self.prior_a + rec.successes) / (self.prior_a + self.prior_b + rec.trials)
+
+    def zero_signal_prob(self, prompt_id: str) -> Optional[float]:
+        """P(all G right or all G wrong) under the Beta posterior (exact, via Beta functions)."""
+        rec = self.records.get(prompt_id)
+        if rec is None or rec.trials < self.min_trials:
+            return None
+        a = self.prior_a + rec.successes
+        b = self.prior_b + max(0.0, rec.trials - rec.successes)
+        g = self.group_size
+        # E[p^G] = B(a+G, b)/B(a, b); E[(1-p)^G] = B(a, b+G)/B(a, b)
+        log_beta = lambda x, y: math.lgamma(x) + math.lgamma(y) - math.lgamma(x + y)  # noqa: E731
+        base = log_beta(a, b)
+        return math.exp(log_beta(a + g, b) - base) + math.exp(log_beta(a, b + g) - base)
+
+    def should_skip(self, prompt_id: str, rng: random.Random) -> bool:
+        prob = self.zero_signal_prob(prompt_id)
+        if prob is None or prob <= self.skip_threshold:
+            return False
+        return rng.random() >= self.retry_prob
+
+    def note_skip(self, expected_tokens: int) -> None:
+        self.skipped += 1
+        self.tokens_saved += expected_tokens
