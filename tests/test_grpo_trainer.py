@@ -1,0 +1,133 @@
+"""The GRPO loop end to end on the tiny model: metrics, learning, unjudged samples, dynamic sampling."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch = pytest.importorskip("torch")
+
+from proctor.envs import EnvSuite, ListSource, Task, VerifiableEnv, Verdict, Verifier  # noqa: E402
+from proctor.trainer.batch import build_batch, token_logps  # noqa: E402
+from proctor.trainer.config import GRPOConfig  # noqa: E402
+from proctor.trainer.grpo import GRPOTrainer  # noqa: E402
+from proctor.trainer.passrate import PassRateMemory  # noqa: E402
+from proctor.trainer.rollout import SamplingParams, TransformersGenerator  # noqa: E402
+
+TASKS = [Task(id=f"t{i}", prompt=[{"role": "user", "content": f"What is {i} + 1?"}], answer=str(i + 1))
+         for i in range(12)]
+
+
+class DigitShare(Verifier):
+    """A dense reward (share of digit characters): even a random model gets groups with signal."""
+
+    def verify(self, task, completion):
+        share = sum(c.isdigit() for c in completion) / max(1, len(completion))
+        return Verdict(reward=share, parts={"correct": share}, correct=share > 0.5)
+
+
+class SometimesUnjudged(DigitShare):
+    def verify(self, task, completion):
+        if len(completion) % 3 == 0:
+            return Verdict.infra("sandbox gone (simulated)")
+        return super().verify(task, completion)
+
+
+class Constant(Verifier):
+    def verify(self, task, completion):
+        return Verdict(reward=1.0, parts={"correct": 1.0}, correct=True)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from proctor.trainer.tiny_model import tiny_model_path
+
+    path = tiny_model_path(pretrain_steps=0)
+    return path, AutoTokenizer.from_pretrained(path), AutoModelForCausalLM
+
+
+def trainer_for(tiny, tmp_path, verifier, **cfg) -> GRPOTrainer:
+    path, tok, auto = tiny
+    env = VerifiableEnv(ListSource(TASKS), verifier)
+    config = GRPOConfig(model=str(path), prompts_per_step=3, group_size=4, max_new_tokens=6, max_steps=2,
+                        learning_rate=1e-3, micro_batch_size=6, output_dir=str(tmp_path / "run"), **cfg)
+    return GRPOTrainer(config, EnvSuite({"digits": env}), auto.from_pretrained(path), tok)
+
+
+def test_training_runs_learns_and_writes_everything(tiny, tmp_path):
+    trainer = trainer_for(tiny, tmp_path, DigitShare(), beta=0.04, num_iterations=2)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    rows = trainer.train()
+    assert len(rows) == 2
+    changed = any(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
+    assert changed, "two steps with non-zero advantages must move the weights"
+    row = rows[-1]
+    for key in ("reward/mean", "pass_rate", "zero_signal/frac", "completion/len_mean", "completion/truncated_frac",
+                "kl", "clip/low", "clip/high", "entropy", "grad_norm", "lr", "tokens/generated", "tokens/per_s",
+                "time/generate_s", "time/score_s", "time/learn_s", "time/reference_s", "memory/peak_gb",
+                "env/digits/reward"):
+        assert key in row, key
+    assert row["weight_version"] == 2 and row["tokens/generated"] > 0
+    run = tmp_path / "run"
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [1, 2]
+    assert (run / "reward.png").stat().st_size > 0 and (run / "samples.jsonl").exists()
+
+
+def test_unjudged_samples_are_dropped_not_scored(tiny, tmp_path):
+    trainer = trainer_for(tiny, tmp_path, SometimesUnjudged())
+    row = trainer.step(1)
+    assert row["infra/dropped"] > 0
+    assert not math.isnan(row["reward/mean"]) and 0.0 <= row["reward/mean"] <= 1.0
+
+
+def test_all_equal_rewards_are_zero_signal_and_dynamic_sampling_tries_again(tiny, tmp_path):
+    trainer = trainer_for(tiny, tmp_path, Constant(), dynamic_sampling=True, max_resample_rounds=2)
+    row = trainer.step(1)
+    assert row["zero_signal/frac"] == 1.0 and row["dynamic_sampling/rounds"] == 2
+    assert row["tokens/learned"] == 0 and row["grad_norm"] == 0.0
+
+
+def test_batch_masks_completion_tokens_and_learner_agrees_with_sampler(tiny):
+    path, tok, auto = tiny
+    model = auto.from_pretrained(path)
+    gen = TransformersGenerator(model, tok)
+    prompt = tok.apply_chat_template(TASKS[0].prompt, add_generation_prompt=True, tokenize=True)
+    prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
+    rollouts = gen.generate([prompt, prompt[:-2]], SamplingParams(n=2, max_new_tokens=5, temperature=0.8))
+    flat = [r for g in rollouts for r in g]
+    batch = build_batch(flat, [1.0, -1.0, 0.5, 0.0], [True, True, True, False], tok.pad_token_id)
+    assert batch.mask[3].sum() == 0                        # not judged: no tokens
+    for i, r in enumerate(flat[:3]):
+        assert int(batch.mask[i].sum()) == len(r.completion_ids)
+        assert batch.targets[i][batch.mask[i] > 0].tolist() == list(r.completion_ids)
+    with torch.no_grad():
+        logp, _ = token_logps(model, batch, temperature=0.8)
+    assert torch.allclose(logp * batch.mask, batch.sampler_logp, atol=1e-4)
+
+
+def test_pass_rate_memory_predicts_zero_signal_and_skips():
+    memory = PassRateMemory(group_size=8, skip_threshold=0.9, retry_prob=0.0)
+    for step in range(5):
+        memory.update("easy", [True] * 8, step)
+        memory.update("mixed", [True, False] * 4, step)
+    assert memory.zero_signal_prob("easy") > 0.9 > 0.1 > memory.zero_signal_prob("mixed")
+    assert memory.zero_signal_prob("never-seen") is None
+    rng = random.Random(0)
+    assert memory.should_skip("easy", rng) and not memory.should_skip("mixed", rng)
+    memory.note_skip(8 * 20)
+    assert memory.tokens_saved == 160 and memory.skipped == 1
+
+
+def test_config_names_bad_fields():
+    with pytest.raises(ValueError, match="group_size"):
+        GRPOConfig(group_size=1)
+    with pytest.raises(ValueError, match="unknown field"):
+        GRPOConfig.from_dict({"grup_size": 4})
