@@ -61,12 +61,16 @@ def qa_row(prompt_field: Optional[str], answer_field: str) -> Callable[[Mapping[
 
 def make_math(tasks: Optional[str] = None, *, split: str = "train", prompt_field: Optional[str] = None,
               answer_field: str = "answer", level: int = 2, n: int = 1000, seed: int = 0,
-              timeout_s: float = 2.0, format_weight: float = 0.0, **kw: Any) -> VerifiableEnv:
+              prompt_template: Optional[str] = None, timeout_s: float = 2.0, format_weight: float = 0.0,
+              **kw: Any) -> VerifiableEnv:
     """Math word problems scored by answer equivalence; procedural arithmetic when no ``tasks``."""
     from .math import MathVerifier
     from .procedural.arithmetic import ArithmeticSource, reference_completion
 
-    source = _rows(tasks, split, qa_row(prompt_field, answer_field)) if tasks else ArithmeticSource(n, level, seed)
+    if tasks:
+        source: TaskSource = _rows(tasks, split, qa_row(prompt_field, answer_field))
+    else:
+        source = ArithmeticSource(n, level, seed, **({"prompt": prompt_template} if prompt_template else {}))
     reference = (lambda t: f"\\boxed{{{t.answer}}}") if tasks else reference_completion
     return _env(source, MathVerifier(timeout_s=timeout_s), format_weight=format_weight, reference=reference, **kw)
 

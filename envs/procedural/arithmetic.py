@@ -68,24 +68,30 @@ def _expression(rng: random.Random, level: Level, operands: int) -> tuple[str, F
     return f"{left} {_SHOW[op]} {right}", value, op
 
 
-def arithmetic_task(index: int, level: int = 2, seed: int = 0) -> Task:
+def arithmetic_task(index: int, level: int = 2, seed: int = 0, prompt: str = PROMPT) -> Task:
     if level not in LEVELS:
         raise ValueError(f"arithmetic level must be one of {sorted(LEVELS)}, got {level}")
     rng = random.Random(f"arith-{seed}-{level}-{index}")
     spec = LEVELS[level]
     expr, value, _ = _expression(rng, spec, spec.operands)
     assert value.denominator == 1, "expressions are built to have integer values"
-    return Task(id=f"arith/L{level}/s{seed}/{index}", prompt=PROMPT.format(expr=expr), answer=str(value.numerator),
+    return Task(id=f"arith/L{level}/s{seed}/{index}", prompt=prompt.format(expr=expr), answer=str(value.numerator),
                 data={"level": level, "expression": expr}, source="arithmetic")
 
 
 class ArithmeticSource(ListSource):
-    """``n`` arithmetic tasks at one level (or a mix: ``level=(1, 3)`` cycles 1..3)."""
+    """``n`` arithmetic tasks at one level (or a mix: ``level=(1, 3)`` cycles 1..3).
 
-    def __init__(self, n: int = 1000, level: int | tuple[int, int] = 2, seed: int = 0) -> None:
+    ``prompt`` is a template with ``{expr}``, e.g. "What is {expr}?" for a model that
+    has never seen ``\\boxed``.
+    """
+
+    def __init__(self, n: int = 1000, level: int | tuple[int, int] = 2, seed: int = 0, prompt: str = PROMPT) -> None:
         lo, hi = (level, level) if isinstance(level, int) else level
         levels = list(range(lo, hi + 1))
-        super().__init__((arithmetic_task(i, levels[i % len(levels)], seed) for i in range(n)),
+        if "{expr}" not in prompt:
+            raise ValueError(f"the arithmetic prompt template must contain {{expr}}, got {prompt!r}")
+        super().__init__((arithmetic_task(i, levels[i % len(levels)], seed, prompt) for i in range(n)),
                          name=f"arithmetic(level={level}, n={n}, seed={seed})")
 
 
