@@ -341,3 +341,13 @@ def test_code_envs_pass_the_checker(docker_ready, sandbox):
     env = gym.make("proctor/HumanEval-v0", sandbox=sandbox).unwrapped
     report = check_env(env)
     assert report.ok, report.problems
+
+
+def test_math_env_passes_the_checker(tmp_path):
+    env = gym.make("proctor/Math-v0", n=40).unwrapped
+    assert check_env(env).ok
+    path = tmp_path / "math.jsonl"
+    path.write_text("\n".join(json.dumps({"problem": f"Half of {2 * i}?", "answer": f"\\frac{{{2 * i}}}{{2}}"})
+                              for i in range(1, 6)))
+    report = check_env(gym.make("proctor/Math-v0", tasks=str(path)).unwrapped)
+    assert report.ok, report.problems

@@ -1,0 +1,23 @@
+"""Math answer verification: extract the final answer, compare it with the gold.
+
+    from proctor.envs.math import verify, MathVerifier
+    verify(r"... so the answer is \\boxed{\\dfrac{1}{2}}", "0.5")      # True
+
+Tiers: canonical string -> exact rational -> structure (tuples, sets, intervals,
+matrices, lists) run inline in microseconds; only the rest goes to the symbolic
+tier (latex2sympy + SymPy) in a pool of killable worker processes with a per-task
+deadline, so no input can hang the caller. See ``numbers.py`` for the percent and
+decimal-approximation policies.
+"""
+
+from .answer import Answer, MatchResult, ParsedGold
+from .extract import Extraction, extract, extract_answer
+from .matcher import answers_equal, clear_cache, match, match_many, parse_gold
+from .pool import PoolError, shutdown_pool
+from .verifier import MathVerifier, verify
+
+__all__ = [
+    "Answer", "Extraction", "MatchResult", "MathVerifier", "ParsedGold", "PoolError",
+    "answers_equal", "clear_cache", "extract", "extract_answer", "match", "match_many",
+    "parse_gold", "shutdown_pool", "verify",
+]

@@ -1,0 +1,128 @@
+"""The tiered matcher: string -> exact rational -> structure inline, symbolic in the pool.
+
+The first three tiers (``answer.decide``) run in the caller in microseconds and
+decide most answers (integers, fractions, decimals, tuples of them, text, letters).
+Only what they cannot tell goes to a worker process, behind an LRU cache keyed on
+the two canonical strings, because a GRPO group often repeats one answer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Optional, Sequence, Union
+
+from .answer import Answer, MatchResult, ParsedGold, _prepare, decide, prepare
+from .pool import get_pool
+
+DEFAULT_TIMEOUT_S = 2.0
+CACHE_SIZE = 65536
+
+
+class _LRU:
+    """A small thread-safe LRU (functools.lru_cache cannot hold results computed
+    outside the cached call, and must not block other threads while a worker runs)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._data: OrderedDict[tuple[str, str], MatchResult] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+
+    def get(self, key: tuple[str, str]) -> Optional[MatchResult]:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+                self.hits += 1
+            return value
+
+    def put(self, key: tuple[str, str], value: MatchResult) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._size:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+_CACHE = _LRU(CACHE_SIZE)
+
+
+def parse_gold(gold: Union[str, ParsedGold]) -> ParsedGold:
+    """Prepare a gold answer once for a whole group of completions (cached by string).
+    A gold written with ``\\boxed{}`` is unboxed first."""
+    if isinstance(gold, Answer):
+        return gold
+    text = gold if isinstance(gold, str) else str(gold)
+    if "\\boxed" in text or "\\fbox" in text:
+        from .extract import extract
+
+        found = extract(text, "boxed").answer
+        if found:
+            text = found
+    return prepare(text, gold=True)
+
+
+def match(pred: str, gold: Union[str, ParsedGold], timeout_s: float = DEFAULT_TIMEOUT_S) -> MatchResult:
+    """Compare an extracted answer with the gold; never raises for odd input.
+    Raises ``PoolError`` only if the symbolic worker pool cannot start."""
+    return match_many([pred], [gold], timeout_s)[0]
+
+
+def answers_equal(pred: str, gold: Union[str, ParsedGold], timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
+    """True when ``pred`` (an extracted answer) equals ``gold`` mathematically."""
+    return match(pred, gold, timeout_s).equal
+
+
+def match_many(preds: Sequence[str], golds: Sequence[Union[str, ParsedGold]],
+               timeout_s: float = DEFAULT_TIMEOUT_S) -> list[MatchResult]:
+    """``match`` for many pairs: fast tiers inline, the rest spread over the pool."""
+    results: list[Optional[MatchResult]] = []
+    pending: dict[tuple[str, str], list[int]] = {}
+    payloads: dict[tuple[str, str], tuple[str, str]] = {}
+    for i, (pred, gold) in enumerate(zip(preds, golds)):
+        r, key = fast_match(pred, gold)
+        results.append(r)
+        if r is None and key is not None:
+            pending.setdefault(key, []).append(i)
+            payloads.setdefault(key, (pred, parse_gold(gold).raw))
+    if pending:
+        keys = list(pending)
+        raw = get_pool().map([payloads[k] for k in keys], timeout_s)
+        for key, (equal, tier, reason) in zip(keys, raw):
+            r = MatchResult(equal, tier, reason)
+            _CACHE.put(key, r)
+            for i in pending[key]:
+                results[i] = r
+    return [r if r is not None else MatchResult(False, "guard", "internal_error") for r in results]
+
+
+def fast_match(pred: str, gold: Union[str, ParsedGold]) -> tuple[Optional[MatchResult], Optional[tuple[str, str]]]:
+    """The inline tiers and the cache: (result, None), or (None, key) when the pair
+    needs a worker (``key``: the canonical strings, for the cache; the worker is sent
+    the raw strings and prepares them itself)."""
+    try:
+        g = parse_gold(gold)
+        p = prepare(pred)
+        r = decide(p, g)
+    except (RecursionError, MemoryError):
+        return MatchResult(False, "guard", "too_complex"), None
+    except Exception as exc:   # noqa: BLE001 - a bug must not stall training; the reason shows it
+        return MatchResult(False, "guard", f"internal_error:{type(exc).__name__}"), None
+    if r is not None:
+        return r, None
+    key = (p.norm, g.norm)
+    cached = _CACHE.get(key)
+    if cached is not None:
+        return cached, None
+    return None, key
+
+
+def clear_cache() -> None:
+    """Forget cached results: symbolic verdicts and prepared answers (tests, benches)."""
+    _CACHE.clear()
+    _prepare.cache_clear()

@@ -1,0 +1,216 @@
+"""The shape of an answer: tuples, sets, intervals, matrices, lists, relations.
+
+All of it works on canonical strings (``normalize.py``) by scanning brackets at the
+top level; nothing here knows what the elements mean. The matcher splits an answer
+with these helpers and compares the pieces with its own tiers, so ``(\\frac12, 3)``
+and ``(0.5, 3)`` never need a computer algebra system.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+MAX_ITEMS = 64
+
+_OPENERS = ("\\{", "\\langle", "(", "[", "{")
+_CLOSERS = ("\\}", "\\rangle", ")", "]", "}")
+_TOKEN_RE = re.compile(r"\\\{|\\\}|\\langle(?![A-Za-z])|\\rangle(?![A-Za-z])|\\\\|\\[A-Za-z]+|\\.|.", re.S)
+_MATRIX_RE = re.compile(r"\\begin\{(pmatrix|bmatrix|Bmatrix|matrix|smallmatrix|array)\}"
+                        r"(?:\{[lcr|\s]*\})?(.*)\\end\{\1\}", re.S)
+_VAR_RE = re.compile(r"(?:[A-Za-z]|\\[A-Za-z]+|[A-Z]{2,3})(?:_\{?[A-Za-z0-9]+\}?)?'*(?:\([a-z](?:,[a-z])*\))?")
+_VAR_TUPLE_RE = re.compile(r"\((?:%s)(?:,(?:%s))+\)" % (_VAR_RE.pattern, _VAR_RE.pattern))
+_INEQ_TOKENS = {"<", ">", "\\leq", "\\geq", "\\neq", "\\leqq", "\\geqq", "\\lneq", "\\gneq"}
+_MCQ_GOLD_RE = re.compile(r"\(?([A-J])\)?[.:]?")
+_MCQ_PRED_RE = re.compile(r"\(([A-Ja-j])\)|([A-J])(?:[.:)]|$)")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A compound answer. ``kind``: seq (bracketed, ordered: tuple, interval, vector),
+    set (``\\{...\\}``), list (bare "1, 2", unordered), matrix, union (of intervals)."""
+
+    kind: str
+    items: tuple[str, ...]
+    open: str = ""
+    close: str = ""
+    rows: int = 0
+    cols: int = 0
+    conj: bool = False        # a list joined by "and" (\land): an intersection of inequalities
+
+
+@dataclass(frozen=True)
+class Relation:
+    """``kind``: assign (lhs is a variable: x = 3, x \\in [1, 2]), equation, inequality."""
+
+    kind: str
+    lhs: str
+    rhs: str
+
+
+def tokens(s: str) -> list[str]:
+    """LaTeX-aware tokens: commands, escaped braces and single characters."""
+    return _TOKEN_RE.findall(s)
+
+
+def split_top(s: str, seps: tuple[str, ...]) -> list[str]:
+    """Split ``s`` at separator tokens that sit outside every bracket."""
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    for tok in tokens(s):
+        if tok in _OPENERS or tok == "\\left":
+            depth += 1
+        elif tok in _CLOSERS:
+            depth = max(0, depth - 1)
+        elif depth == 0 and tok in seps:
+            parts.append("".join(cur))
+            cur = []
+            continue
+        cur.append(tok)
+    parts.append("".join(cur))
+    return parts
+
+
+def enclosing(s: str) -> Optional[tuple[str, str, str]]:
+    """(opener, inner, closer) when one bracket pair encloses all of ``s``."""
+    toks = tokens(s)
+    if len(toks) < 2 or toks[0] not in _OPENERS[:4] or toks[-1] not in _CLOSERS[:4]:
+        return None
+    depth = 0
+    for i, tok in enumerate(toks):
+        if tok in _OPENERS:
+            depth += 1
+        elif tok in _CLOSERS:
+            depth -= 1
+            if depth == 0 and i != len(toks) - 1:
+                return None
+    if depth != 0:
+        return None
+    return toks[0], "".join(toks[1:-1]), toks[-1]
+
+
+def parse_shape(s: str) -> Optional[Shape]:
+    """The compound structure of a canonical answer, or None for a single value."""
+    m = _MATRIX_RE.fullmatch(s)
+    if m is None:
+        enc = enclosing(s)
+        if enc and enc[0] in ("(", "[") and _MATRIX_RE.fullmatch(enc[1]):
+            m = _MATRIX_RE.fullmatch(enc[1])
+    if m is not None:
+        return _matrix(m.group(2))
+    parts = split_top(s, ("\\cup",))
+    if len(parts) > 1:
+        return Shape("union", tuple(p for p in parts)) if all(parts) else None
+    enc = enclosing(s)
+    if enc is not None:
+        opener, inner, closer = enc
+        items = split_top(inner, (",",))
+        if opener == "\\{":
+            items = split_top(inner, (",", "\\land"))
+            return Shape("set", tuple(i for i in items if i) if inner else ())
+        if len(items) >= 2 and all(items):
+            opener = "(" if opener == "\\langle" else opener
+            closer = ")" if closer == "\\rangle" else closer
+            return Shape("seq", tuple(items), opener, closer)
+        return None
+    items = split_top(s, (",", ";", "\\land"))
+    if len(items) >= 2:
+        conj = len(split_top(s, ("\\land",))) > 1
+        items = [i for i in items if i]
+        if len(items) >= 2 or (len(items) == 1 and items[0] != s):
+            return Shape("list", tuple(items), conj=conj)
+    return None
+
+
+def _matrix(body: str) -> Optional[Shape]:
+    rows = [r for r in split_top(body, ("\\\\",))]
+    while rows and not rows[-1].strip():
+        rows.pop()
+    cells = [split_top(r, ("&",)) for r in rows]
+    if not cells or any(len(r) != len(cells[0]) for r in cells):
+        return None
+    return Shape("matrix", tuple(c for r in cells for c in r), rows=len(cells), cols=len(cells[0]))
+
+
+def split_relation(s: str) -> Optional[Relation]:
+    """The top-level relation of ``s``: x = 3 (assign), 2x + 4y = 3 (equation),
+    x > 3 or 1 < x \\leq 2 (inequality). A chain a = b = c keeps a and c."""
+    toks = tokens(s)
+    depth = 0
+    eq_at: list[int] = []
+    in_at = -1
+    for i, tok in enumerate(toks):
+        if tok in _OPENERS:
+            depth += 1
+        elif tok in _CLOSERS:
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            if tok in _INEQ_TOKENS:
+                return Relation("inequality", "", s)
+            if tok == "=":
+                eq_at.append(i)
+            elif tok in ("\\in", "\\approx") and in_at < 0 and not eq_at:
+                in_at = i
+    if in_at >= 0 and not eq_at:
+        lhs, rhs = "".join(toks[:in_at]), "".join(toks[in_at + 1:])
+        if is_variable(lhs) and rhs:
+            return Relation("assign", lhs, rhs)
+        if toks[in_at] == "\\approx" and rhs:
+            return Relation("equation", lhs, rhs)
+        return None
+    if not eq_at:
+        return None
+    lhs = "".join(toks[:eq_at[0]])
+    rhs = "".join(toks[eq_at[-1] + 1:])
+    if not lhs or not rhs:
+        return None
+    if is_variable(lhs):
+        return Relation("assign", lhs, rhs)
+    return Relation("equation", lhs, rhs)
+
+
+def is_variable(s: str) -> bool:
+    """x, x_1, \\theta, f(x), AB, (x, y): a name an answer can be assigned to."""
+    if len(s) > 24 or s in ("\\pi", "\\infty", "e", "i"):
+        return False
+    return bool(_VAR_RE.fullmatch(s) or _VAR_TUPLE_RE.fullmatch(s))
+
+
+def expand_pm(s: str) -> Optional[tuple[str, str]]:
+    """``a \\pm b`` -> (a+b, a-(b)); None when there is no single top-level \\pm."""
+    toks = tokens(s)
+    depth = 0
+    at = []
+    for i, tok in enumerate(toks):
+        if tok in _OPENERS:
+            depth += 1
+        elif tok in _CLOSERS:
+            depth = max(0, depth - 1)
+        elif depth == 0 and tok in ("\\pm", "\\mp"):
+            at.append(i)
+    if len(at) != 1:
+        return None
+    i = at[0]
+    a, b = "".join(toks[:i]), "".join(toks[i + 1:])
+    if not b:
+        return None
+    neg_b = "-" + b if len(split_top(b, ("+", "-"))) == 1 else "-(" + b + ")"
+    if not a:
+        return b, neg_b
+    return a + "+" + b, a + neg_b
+
+
+def mcq_gold(s: str) -> Optional[str]:
+    """The letter of a multiple-choice gold: B, (B), B."""
+    m = _MCQ_GOLD_RE.fullmatch(s)
+    return m.group(1) if m else None
+
+
+def mcq_pred(s: str) -> Optional[str]:
+    """The letter a completion chose: B, (B), (b), "B) 12", "(B) 12"."""
+    m = _MCQ_PRED_RE.match(s)
+    if not m:
+        return None
+    return (m.group(1) or m.group(2)).upper()

@@ -1,0 +1,90 @@
+"""``MathVerifier``: the project's reward interface for math tasks.
+
+gold = ``task.answer``; reward 1 when the completion's final answer equals it, else
+0. ``info`` holds ``extracted``, ``source``, ``tier`` and ``reason``. Timeouts and
+oversized answers are the completion's fault (reward 0, reason "timeout" /
+"too_complex"); the only ``infra_error`` is a worker pool that cannot start.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ..core.types import Task, Verdict
+from ..core.verifier import Verifier, _check_lengths, exact_verdict
+from .extract import MODES, Extraction, extract
+from .matcher import DEFAULT_TIMEOUT_S, MatchResult, fast_match, match_many, parse_gold
+from .pool import PoolError
+
+
+class MathVerifier(Verifier):
+    """Judges a completion's final answer against ``task.answer``.
+
+    ``extract``: extraction mode (auto | boxed | tags | answer_is | last_number);
+    ``timeout_s``: deadline of one symbolic comparison in a worker process.
+    """
+
+    name = "correct"
+
+    def __init__(self, *, timeout_s: float = DEFAULT_TIMEOUT_S, extract: str = "auto") -> None:
+        if extract not in MODES:
+            raise ValueError(f"unknown extraction mode {extract!r}: use one of {', '.join(MODES)}")
+        if not timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
+        self.timeout_s = float(timeout_s)
+        self.extract_mode = extract
+
+    def verify(self, task: Task, completion: str) -> Verdict:
+        return self.verify_batch([task], [completion])[0]
+
+    def verify_batch(self, tasks: Sequence[Task], completions: Sequence[str]) -> list[Verdict]:
+        """Fast tiers inline; every undecided pair of the batch goes to the pool at once."""
+        _check_lengths(tasks, completions)
+        extractions: list[Extraction] = []
+        verdicts: list[Optional[Verdict]] = []
+        todo: list[int] = []
+        golds = {}
+        for i, (task, completion) in enumerate(zip(tasks, completions)):
+            ex = extract(completion if isinstance(completion, str) else str(completion), self.extract_mode)
+            extractions.append(ex)
+            if task.answer is None:
+                raise ValueError(f"task {task.id!r} has no answer: a math task needs its gold in Task.answer")
+            if ex.answer is None:
+                verdicts.append(_verdict(MatchResult(False, "guard", ex.reason or "no_answer"), ex))
+                continue
+            if task.answer not in golds:
+                golds[task.answer] = parse_gold(task.answer)   # once per group, not per completion
+            result, key = fast_match(ex.answer, golds[task.answer])
+            verdicts.append(_verdict(result, ex) if result is not None else None)
+            if result is None:
+                todo.append(i)
+        if todo:
+            try:
+                results = match_many([extractions[i].answer for i in todo],
+                                     [golds[tasks[i].answer] for i in todo], self.timeout_s)
+            except PoolError as exc:
+                for i in todo:
+                    verdicts[i] = Verdict.infra(str(exc), extracted=extractions[i].answer)
+            else:
+                for i, r in zip(todo, results):
+                    verdicts[i] = _verdict(r, extractions[i])
+        return [v for v in verdicts if v is not None]
+
+    def close(self) -> None:
+        """The pool is shared by every MathVerifier; ``shutdown_pool()`` stops it."""
+
+
+def _verdict(r: MatchResult, ex: Extraction) -> Verdict:
+    return exact_verdict(r.equal, info={"extracted": ex.answer, "source": ex.source,
+                                        "tier": r.tier, "reason": r.reason})
+
+
+def verify(completion: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, extract: str = "auto") -> bool:
+    """True when the final answer in ``completion`` equals ``gold``. Never raises for
+    any completion; raises ``PoolError`` only if the symbolic worker pool cannot start."""
+    from .extract import extract as _extract
+
+    ex = _extract(completion if isinstance(completion, str) else str(completion), extract)
+    if ex.answer is None:
+        return False
+    return match_many([ex.answer], [gold], timeout_s)[0].equal
