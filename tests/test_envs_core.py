@@ -351,3 +351,33 @@ def test_math_env_passes_the_checker(tmp_path):
                               for i in range(1, 6)))
     report = check_env(gym.make("proctor/Math-v0", tasks=str(path)).unwrapped)
     assert report.ok, report.problems
+
+
+def _task_files(tmp_path) -> dict[str, str]:
+    files = {
+        "ExactMatch": [{"question": f"Spell {w}", "answer": w} for w in ("cat", "dog", "emu")],
+        "Regex": [{"question": "A year?", "pattern": r"\d{4}", "answer": r"\d{4}"}, {"question": "Yes?", "answer": "y(es)?"}],
+        "Choice": [{"question": f"Q{i}", "choices": ["x", "y", "z"], "answer": "C"} for i in range(3)],
+        "Math": [{"problem": f"Twice {i}?", "answer": str(2 * i)} for i in range(4)],
+    }
+    paths = {}
+    for name, rows in files.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join(json.dumps(r) for r in rows))
+        paths[name] = str(path)
+    return paths
+
+
+@pytest.mark.docker
+def test_every_registered_env_passes_the_checker(tmp_path, sandbox):
+    """The contract, for each built-in id (procedural ones small, file ones on a few rows)."""
+    files = _task_files(tmp_path)
+    kwargs = {"Arithmetic": {"n": 30, "level": 4}, "Countdown": {"n": 30}, "Math": {"tasks": files["Math"]},
+              "Code": {"sandbox": sandbox}, "HumanEval": {"sandbox": sandbox},
+              "ExactMatch": {"tasks": files["ExactMatch"]}, "Regex": {"tasks": files["Regex"]},
+              "Choice": {"tasks": files["Choice"]}, "ReasoningGym": {"name": "basic_arithmetic", "size": 20}}
+    for spec in envs.SPECS:
+        assert spec.name in kwargs, f"add {spec.id} to this test"
+        env = gym.make(spec.id, **kwargs[spec.name]).unwrapped
+        report = check_env(env)
+        assert report.ok, (spec.id, report.problems)
