@@ -113,7 +113,11 @@ def plot_run(run_dir: str | os.PathLike[str]) -> list[Path]:
             continue
         fig, ax = plt.subplots(figsize=(7, 3.5))
         for key, label in present:
-            ax.plot(steps, [r.get(key) if r.get(key) is not None else float("nan") for r in rows], label=label)
+            values = [r.get(key) if r.get(key) is not None else float("nan") for r in rows]
+            line, = ax.plot(steps, values, alpha=0.35, linewidth=1)
+            # A noisy per-step series is read through its moving average.
+            ax.plot(steps, _moving_average(values, max(1, len(values) // 10)), color=line.get_color(),
+                    linewidth=2, label=f"{label} (moving avg)")
         ax.set_xlabel("step")
         ax.set_title(title)
         ax.grid(alpha=0.3)
@@ -123,6 +127,14 @@ def plot_run(run_dir: str | os.PathLike[str]) -> list[Path]:
         plt.close(fig)
         written.append(run_dir / name)
     return written
+
+
+def _moving_average(values: list[float], window: int) -> list[float]:
+    out = []
+    for i in range(len(values)):
+        chunk = [v for v in values[max(0, i - window + 1):i + 1] if not math.isnan(v)]
+        out.append(sum(chunk) / len(chunk) if chunk else float("nan"))
+    return out
 
 
 class Stopwatch:
