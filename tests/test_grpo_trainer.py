@@ -24,10 +24,10 @@ TASKS = [Task(id=f"t{i}", prompt=[{"role": "user", "content": f"What is {i} + 1?
 
 
 class DigitShare(Verifier):
-    """A dense reward (share of digit characters): even a random model gets groups with signal."""
+    """A dense reward (share of letters and digits): even a random model gets groups with signal."""
 
     def verify(self, task, completion):
-        share = sum(c.isdigit() for c in completion) / max(1, len(completion))
+        share = sum(c.isalnum() for c in completion) / max(1, len(completion))
         return Verdict(reward=share, parts={"correct": share}, correct=share > 0.5)
 
 
@@ -131,3 +131,21 @@ def test_config_names_bad_fields():
         GRPOConfig(group_size=1)
     with pytest.raises(ValueError, match="unknown field"):
         GRPOConfig.from_dict({"grup_size": 4})
+
+
+def test_lora_trains_adapters_only_and_uses_the_base_as_reference(tiny, tmp_path):
+    trainer = trainer_for(tiny, tmp_path, DigitShare(), lora_rank=4, beta=0.04)
+    assert trainer.ref_model is None                     # no second model in memory
+    named = dict(trainer.model.named_parameters())
+    lora = {n for n, p in named.items() if p.requires_grad}
+    assert lora and all("lora_" in n for n in lora)
+    before = {n: p.detach().clone() for n, p in named.items()}
+    row = trainer.step(1)
+    assert not math.isnan(row["kl"])
+    moved = {n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p)}
+    assert moved and moved <= lora
+
+
+def test_gradient_checkpointing_step_runs(tiny, tmp_path):
+    trainer = trainer_for(tiny, tmp_path, DigitShare(), gradient_checkpointing=True)
+    assert trainer.step(1)["grad_norm"] >= 0.0

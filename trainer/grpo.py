@@ -47,9 +47,11 @@ class GRPOTrainer:
         self.tokenizer = tokenizer
         self.accelerator = Accelerator(mixed_precision=config.mixed_precision,
                                        log_with=config.report_to or None, project_dir=config.output_dir)
+        # Each process draws its own prompts (data parallelism); weights start identical.
+        rank = self.accelerator.process_index
         torch.manual_seed(config.seed)
-        self.rng = random.Random(config.seed)
-        self.np_rng = __import__("numpy").random.default_rng(config.seed)
+        self.rng = random.Random(config.seed + 1000 * rank)
+        self.np_rng = __import__("numpy").random.default_rng(config.seed + 1000 * rank)
         if config.gradient_checkpointing:
             model.gradient_checkpointing_enable()
         if config.lora_rank > 0:
@@ -75,7 +77,9 @@ class GRPOTrainer:
         self.memory = PassRateMemory(config.group_size, skip_threshold=config.skip_threshold)
         if config.report_to:
             self.accelerator.init_trackers("proctor-grpo", config=config.to_dict())
-        self.log = MetricsLog(config.output_dir, trackers=self.accelerator if config.report_to else None)
+        self.is_main = self.accelerator.is_main_process
+        self.log = MetricsLog(config.output_dir if self.is_main else f"{config.output_dir}/rank{rank}",
+                              trackers=self.accelerator if (config.report_to and self.is_main) else None)
         self.totals = {"tokens/generated": 0, "tokens/learned": 0, "tokens/zero_signal": 0}
         self._scorer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proctor-score")
 
@@ -158,7 +162,8 @@ class GRPOTrainer:
         cfg = self.cfg
         rows = len(batch)
         micro = [slice(i, min(i + cfg.micro_batch_size, rows)) for i in range(0, rows, cfg.micro_batch_size)]
-        num_items = float(batch.mask.sum())
+        # dapo normalises by the tokens of the whole generation batch, over every process.
+        num_items = float(self.accelerator.reduce(batch.mask.sum().detach(), reduction="sum"))
         old_logp = ref_logp = None
         with torch.no_grad():
             if cfg.num_iterations > 1:   # π_old must stay fixed across the μ passes
@@ -180,6 +185,7 @@ class GRPOTrainer:
                         epsilon_low=cfg.epsilon_low, epsilon_high=cfg.epsilon_high, delta=cfg.delta,
                         beta=cfg.beta, ref_logp=None if ref_logp is None else ref_logp[m], kl_kind=cfg.kl_kind,
                         max_completion_length=cfg.max_new_tokens, num_items_in_batch=num_items,
+                        num_processes=self.accelerator.num_processes,
                         grad_accum_steps=len(micro), entropy=entropy, entropy_coef=cfg.entropy_coef)
                     self.accelerator.backward(out.loss)
                     for key in ("loss", "clip_low_frac", "clip_high_frac", "kl_mean", "entropy_mean", "ratio_mean"):
@@ -287,6 +293,25 @@ class GRPOTrainer:
                              :self.cfg.sample_completions])
         return row
 
+    def _gather(self, row: dict[str, Any]) -> dict[str, Any]:
+        """One row for the run: token and count metrics summed over processes, the rest averaged."""
+        if self.accelerator.num_processes == 1:
+            return row
+        rows = self.accelerator.gather_for_metrics([row], use_gather_object=True)
+        out: dict[str, Any] = {"step": row["step"], "processes": len(rows)}
+        for key in row:
+            values = [r.get(key) for r in rows if isinstance(r.get(key), (int, float))]
+            if key == "step" or not values:
+                out.setdefault(key, row[key])
+            elif key.startswith(("tokens/", "zero_signal/tokens", "infra/")):
+                out[key] = sum(values)
+            elif key.startswith(("memory/peak", "time/", "completion/len_max")):
+                out[key] = max(values)
+            else:
+                finite = [v for v in values if not (isinstance(v, float) and math.isnan(v))]
+                out[key] = sum(finite) / len(finite) if finite else math.nan
+        return out
+
     # ================================================================== the run
     def train(self) -> list[dict[str, Any]]:
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -296,14 +321,17 @@ class GRPOTrainer:
                       TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=self.log.console) as bar:
             task = bar.add_task("train", total=cfg.max_steps, info="")
             for step in range(1, cfg.max_steps + 1):
-                row = self.step(step)
+                row = self._gather(self.step(step))
+                if not self.is_main:
+                    continue
                 self.log.log(row)
                 bar.update(task, advance=1, info=f"reward {row['reward/mean']:.3f}  zero-signal "
                                                   f"{row['zero_signal/frac']:.2f}")
                 if step % cfg.log_every == 0:
                     self.log.print_step()
-        self.plots = plot_run(cfg.output_dir)
-        self.log.print_summary()
+        self.plots = plot_run(cfg.output_dir) if self.is_main else []
+        if self.is_main:
+            self.log.print_summary()
         if cfg.report_to:
             self.accelerator.end_training()
         self._scorer.shutdown(wait=True)
