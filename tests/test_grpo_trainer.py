@@ -149,3 +149,16 @@ def test_lora_trains_adapters_only_and_uses_the_base_as_reference(tiny, tmp_path
 def test_gradient_checkpointing_step_runs(tiny, tmp_path):
     trainer = trainer_for(tiny, tmp_path, DigitShare(), gradient_checkpointing=True)
     assert trainer.step(1)["grad_norm"] >= 0.0
+
+
+def test_tensorboard_tracker_receives_the_metrics(tiny, tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    trainer = trainer_for(tiny, tmp_path, DigitShare(), report_to=["tensorboard"])
+    trainer.train()
+    events = list((tmp_path / "run").rglob("events.out.tfevents.*"))
+    assert events, "accelerate's TensorBoard tracker wrote no event file"
+    acc = EventAccumulator(str(events[0].parent))
+    acc.Reload()
+    assert "reward/mean" in acc.Tags()["scalars"] and len(acc.Scalars("reward/mean")) == 2

@@ -10,6 +10,7 @@ is the plumbing: models, batches, timing, the zero-signal bookkeeping and the lo
 from __future__ import annotations
 
 import copy
+import json
 import math
 import random
 import time
@@ -76,7 +77,10 @@ class GRPOTrainer:
                                        top_k=config.top_k, max_new_tokens=config.max_new_tokens)
         self.memory = PassRateMemory(config.group_size, skip_threshold=config.skip_threshold)
         if config.report_to:
-            self.accelerator.init_trackers("proctor-grpo", config=config.to_dict())
+            # Trackers take scalars only: nested settings (the env suite) go in as JSON text.
+            hparams = {k: v if isinstance(v, (int, float, str, bool)) else json.dumps(v)
+                       for k, v in config.to_dict().items()}
+            self.accelerator.init_trackers("proctor-grpo", config=hparams)
         self.is_main = self.accelerator.is_main_process
         self.log = MetricsLog(config.output_dir if self.is_main else f"{config.output_dir}/rank{rank}",
                               trackers=self.accelerator if (config.report_to and self.is_main) else None)
