@@ -6,4 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export OMP_NUM_THREADS=1   # torch: two threads slow a step tenfold when another process takes a core
-.venv/bin/proctor train -c examples/train/arithmetic_tiny.yaml "$@"
+# With no --config, `proctor train` runs its embedded default (the same as examples/train/arithmetic_tiny.yaml).
+.venv/bin/proctor train "$@"

@@ -30,4 +30,4 @@ def test_two_processes_train_the_same_weights(tmp_path):
     assert a["end"] != a["start"]                   # one step moved them
     assert a["end"] == pytest.approx(b["end"], rel=0, abs=1e-9)   # and identically on both ranks
     row = a["rows"][0]
-    assert row["processes"] == 2 and row["tokens/generated"] > 0
+    assert row["processes"] == 2 and row["tokens_generated"] > 0

@@ -69,12 +69,12 @@ def test_training_runs_learns_and_writes_everything(tiny, tmp_path):
     changed = any(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
     assert changed, "two steps with non-zero advantages must move the weights"
     row = rows[-1]
-    for key in ("reward/mean", "pass_rate", "zero_signal/frac", "completion/len_mean", "completion/truncated_frac",
-                "kl", "clip/low", "clip/high", "entropy", "grad_norm", "lr", "tokens/generated", "tokens/per_s",
-                "time/generate_s", "time/score_s", "time/learn_s", "time/reference_s", "memory/peak_gb",
-                "env/digits/reward"):
+    for key in ("reward_mean", "pass_rate", "zero_signal_frac", "completion_len_mean", "completion_truncated_frac",
+                "kl", "clip_low", "clip_high", "entropy", "grad_norm", "lr", "tokens_generated", "tokens_per_s",
+                "time_generate_s", "time_score_s", "time_learn_s", "time_reference_s", "memory_peak_gb",
+                "env_digits_reward"):
         assert key in row, key
-    assert row["weight_version"] == 2 and row["tokens/generated"] > 0
+    assert row["weight_version"] == 2 and row["tokens_generated"] > 0
     run = tmp_path / "run"
     lines = (run / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [1, 2]
@@ -84,15 +84,15 @@ def test_training_runs_learns_and_writes_everything(tiny, tmp_path):
 def test_unjudged_samples_are_dropped_not_scored(tiny, tmp_path):
     trainer = trainer_for(tiny, tmp_path, SometimesUnjudged())
     row = trainer.step(1)
-    assert row["infra/dropped"] > 0
-    assert not math.isnan(row["reward/mean"]) and 0.0 <= row["reward/mean"] <= 1.0
+    assert row["infra_dropped"] > 0
+    assert not math.isnan(row["reward_mean"]) and 0.0 <= row["reward_mean"] <= 1.0
 
 
 def test_all_equal_rewards_are_zero_signal_and_dynamic_sampling_tries_again(tiny, tmp_path):
     trainer = trainer_for(tiny, tmp_path, Constant(), dynamic_sampling=True, max_resample_rounds=2)
     row = trainer.step(1)
-    assert row["zero_signal/frac"] == 1.0 and row["dynamic_sampling/rounds"] == 2
-    assert row["tokens/learned"] == 0 and row["grad_norm"] == 0.0
+    assert row["zero_signal_frac"] == 1.0 and row["dynamic_sampling_rounds"] == 2
+    assert row["tokens_learned"] == 0 and row["grad_norm"] == 0.0
 
 
 def test_batch_masks_completion_tokens_and_learner_agrees_with_sampler(tiny):
@@ -161,4 +161,37 @@ def test_tensorboard_tracker_receives_the_metrics(tiny, tmp_path):
     assert events, "accelerate's TensorBoard tracker wrote no event file"
     acc = EventAccumulator(str(events[0].parent))
     acc.Reload()
-    assert "reward/mean" in acc.Tags()["scalars"] and len(acc.Scalars("reward/mean")) == 2
+    assert "reward_mean" in acc.Tags()["scalars"] and len(acc.Scalars("reward_mean")) == 2
+
+
+REQUIRED_KEYS = ("step", "reward_mean", "zero_signal_frac", "tokens_generated", "peak_memory_bytes",
+                 "time_generate_s", "time_score_s", "time_learn_s")
+
+
+def test_proctor_train_cli_writes_the_documented_metrics(tmp_path):
+    from typer.testing import CliRunner
+
+    from proctor.cli.app import app
+
+    config = tmp_path / "run.yaml"
+    config.write_text("prompts_per_step: 2\ngroup_size: 2\nmax_new_tokens: 4\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["train", "--config", str(config), "--model", "tiny:0", "--max-steps", "2",
+                                      "--output-dir", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2]
+    for key in REQUIRED_KEYS:
+        assert all(key in r for r in rows), key
+    assert rows[0]["peak_memory_bytes"] > 0 and (out / "reward.png").exists()
+
+
+def test_proctor_train_bad_config_names_the_field(tmp_path):
+    from typer.testing import CliRunner
+
+    from proctor.cli.app import app
+
+    config = tmp_path / "bad.yaml"
+    config.write_text("group_size: many\n")
+    result = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["train", "--config", str(config)])
+    assert result.exit_code == 2 and "group_size" in result.output and "bad.yaml" in result.output

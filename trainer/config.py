@@ -2,22 +2,35 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, field, fields
 from typing import Any, Literal, Optional
+
+from pydantic import ConfigDict, ValidationError
+from pydantic.dataclasses import dataclass
 
 LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
 ScaleRewards = Literal["group", "batch", "none"]
 
 
-@dataclass
+DEFAULT_ENVS = {"arithmetic": {"id": "proctor/Arithmetic-v0",
+                               # The tiny model was pretrained on "What is 3 + 4?": ask it that way.
+                               "kwargs": {"level": 1, "n": 2000, "prompt_template": "What is {expr}?"}}}
+
+
+@dataclass(config=ConfigDict(extra="forbid"))
 class GRPOConfig:
+    """Validated on construction (pydantic): a wrong type or value names its field.
+
+    The defaults are the embedded demo: the tiny offline model on procedural
+    arithmetic, on CPU, in a few minutes, with the pass rate rising.
+    """
+
     # ---- model and data
-    model: str = "tiny"                       # a path, or "tiny" for the generated offline model
-    envs: dict[str, dict[str, Any]] = field(default_factory=lambda: {"arithmetic": {"id": "proctor/Arithmetic-v0",
-                                                                                     "kwargs": {"level": 1}}})
+    model: str = "tiny"                       # a path or hub id; "tiny" / "tiny:STEPS" for the offline model
+    envs: dict[str, dict[str, Any]] = field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_ENVS.items()})
     env_weights: Optional[dict[str, float]] = None
     system_prompt: Optional[str] = None
-    output_dir: str = "runs/grpo"
+    output_dir: str = "runs/arithmetic-tiny"
     seed: int = 0
     # ---- sampling: B prompts × G completions per step
     prompts_per_step: int = 8                 # B
@@ -25,15 +38,15 @@ class GRPOConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
-    max_new_tokens: int = 32
+    max_new_tokens: int = 8
     generation_batch_size: int = 64           # sequences per generate call
     # ---- optimisation
-    max_steps: int = 50
-    learning_rate: float = 1e-5
+    max_steps: int = 80
+    learning_rate: float = 2e-4
     weight_decay: float = 0.0
     warmup_steps: int = 0
     max_grad_norm: float = 1.0
-    micro_batch_size: int = 16                # sequences per forward/backward (gradient accumulation)
+    micro_batch_size: int = 32                # sequences per forward/backward (gradient accumulation)
     num_iterations: int = 1                   # μ: optimizer passes over each batch
     # ---- the GRPO objective
     loss_type: LossType = "dapo"
@@ -80,11 +93,21 @@ class GRPOConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "config") -> "GRPOConfig":
+        """Build from a mapping (a YAML file's content); errors name the file and the field."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        return cls(**data)
+        try:
+            return cls(**data)
+        except ValidationError as exc:
+            lines = []
+            for e in exc.errors():
+                msg = e["msg"].removeprefix("Value error, ")
+                field_name = ".".join(map(str, e["loc"]))
+                lines.append(f"{where}: field {field_name}: {msg} (got {e.get('input')!r})" if field_name
+                             else f"{where}: {msg}")
+            raise ValueError("\n".join(lines)) from None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

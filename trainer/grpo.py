@@ -84,7 +84,7 @@ class GRPOTrainer:
         self.is_main = self.accelerator.is_main_process
         self.log = MetricsLog(config.output_dir if self.is_main else f"{config.output_dir}/rank{rank}",
                               trackers=self.accelerator if (config.report_to and self.is_main) else None)
-        self.totals = {"tokens/generated": 0, "tokens/learned": 0, "tokens/zero_signal": 0}
+        self.totals = {"tokens_generated": 0, "tokens_learned": 0, "tokens_zero_signal": 0}
         self._scorer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proctor-score")
 
     # ================================================================== one step
@@ -239,7 +239,7 @@ class GRPOTrainer:
 
     def _mean_completion_tokens(self) -> int:
         rows = self.log.rows[-5:]
-        lens = [r["completion/len_mean"] for r in rows if r.get("completion/len_mean")]
+        lens = [r["completion_len_mean"] for r in rows if r.get("completion_len_mean")]
         return int(sum(lens) / len(lens)) if lens else self.cfg.max_new_tokens
 
     def _metrics(self, step: int, scored: Scored, adv: Any, batch: TrainBatch, learn: dict[str, float],
@@ -250,46 +250,47 @@ class GRPOTrainer:
         zero = adv.zero_signal.tolist()
         zero_tokens = sum(n for n, z in zip(lens, zero) if z)
         generated = sum(lens)
-        self.totals["tokens/generated"] += generated
-        self.totals["tokens/learned"] += generated - zero_tokens
-        self.totals["tokens/zero_signal"] += zero_tokens
+        self.totals["tokens_generated"] += generated
+        self.totals["tokens_learned"] += generated - zero_tokens
+        self.totals["tokens_zero_signal"] += zero_tokens
         kind, peak = peak_memory_bytes()
         rewards = [v.reward for v in judged]
         mean = sum(rewards) / len(rewards) if rewards else math.nan
         row: dict[str, Any] = {
             "step": step,
-            "reward/mean": mean,
-            "reward/std": (sum((r - mean) ** 2 for r in rewards) / max(1, len(rewards) - 1)) ** 0.5 if rewards else math.nan,
+            "reward_mean": mean,
+            "reward_std": (sum((r - mean) ** 2 for r in rewards) / max(1, len(rewards) - 1)) ** 0.5 if rewards else math.nan,
             "pass_rate": sum(v.correct for v in judged) / len(judged) if judged else math.nan,
-            "infra/dropped": len(scored.verdicts) - len(judged),
-            "zero_signal/frac": adv.frac_zero_signal,
-            "zero_signal/tokens": zero_tokens,
-            "zero_signal/token_frac": zero_tokens / generated if generated else 0.0,
-            "dynamic_sampling/rounds": rounds,
-            "completion/len_mean": generated / len(lens),
-            "completion/len_max": max(lens),
-            "completion/truncated_frac": sum(r.truncated for r in scored.rollouts) / len(lens),
-            "tokens/generated": generated,
-            "tokens/learned": generated - zero_tokens,
-            "tokens/saved_by_skip": self.memory.tokens_saved,
-            "tokens/cumulative": self.totals["tokens/generated"],
-            "tokens/per_s": generated / watch.totals["generate"] if watch.totals.get("generate") else math.nan,
+            "infra_dropped": len(scored.verdicts) - len(judged),
+            "zero_signal_frac": adv.frac_zero_signal,
+            "zero_signal_tokens": zero_tokens,
+            "zero_signal_token_frac": zero_tokens / generated if generated else 0.0,
+            "dynamic_sampling_rounds": rounds,
+            "completion_len_mean": generated / len(lens),
+            "completion_len_max": max(lens),
+            "completion_truncated_frac": sum(r.truncated for r in scored.rollouts) / len(lens),
+            "tokens_generated": generated,
+            "tokens_learned": generated - zero_tokens,
+            "tokens_saved_by_skip": self.memory.tokens_saved,
+            "tokens_cumulative": self.totals["tokens_generated"],
+            "tokens_per_s": generated / watch.totals["generate"] if watch.totals.get("generate") else math.nan,
             "kl": learn.get("kl_mean", math.nan),
-            "clip/low": learn.get("clip_low_frac", math.nan),
-            "clip/high": learn.get("clip_high_frac", math.nan),
+            "clip_low": learn.get("clip_low_frac", math.nan),
+            "clip_high": learn.get("clip_high_frac", math.nan),
             "entropy": learn.get("entropy_mean", math.nan),
             "loss": learn["loss"],
             "grad_norm": learn["grad_norm"],
             "lr": self.scheduler.get_last_lr()[0],
-            "time/step_s": step_s,
-            **{f"time/{k}_s": v for k, v in watch.totals.items()},
-            "memory/kind": kind,
-            "memory/peak_gb": peak / 2**30,
+            "time_step_s": step_s,
+            **{f"time_{k}_s": v for k, v in watch.totals.items()},
+            "memory_kind": kind,
+            "peak_memory_bytes": peak,
+            "memory_peak_gb": peak / 2**30,
             "weight_version": self.generator.weight_version,
         }
         for env, rep in EnvSuite.report(scored.items, scored.verdicts).items():
-            row[f"env/{env}/reward"] = rep["reward_mean"]
-            row[f"env/{env}/pass_rate"] = rep["pass_rate"]
+            row[f"env_{env}_reward"] = rep["reward_mean"]
+            row[f"env_{env}_pass_rate"] = rep["pass_rate"]
         self.log.samples({"step": step, "env": item.env, "task_id": item.task.id, "completion": r.text,
                           "reward": v.reward if v.scored else None, "status": v.status, "correct": v.correct,
                           "info": {k: str(x)[:300] for k, x in v.info.items()}}
@@ -307,9 +308,9 @@ class GRPOTrainer:
             values = [r.get(key) for r in rows if isinstance(r.get(key), (int, float))]
             if key == "step" or not values:
                 out.setdefault(key, row[key])
-            elif key.startswith(("tokens/", "zero_signal/tokens", "infra/")):
+            elif key.startswith(("tokens_", "zero_signal_tokens", "infra_")):
                 out[key] = sum(values)
-            elif key.startswith(("memory/peak", "time/", "completion/len_max")):
+            elif key.startswith(("peak_memory", "memory_peak", "time_", "completion_len_max")):
                 out[key] = max(values)
             else:
                 finite = [v for v in values if not (isinstance(v, float) and math.isnan(v))]
@@ -329,8 +330,8 @@ class GRPOTrainer:
                 if not self.is_main:
                     continue
                 self.log.log(row)
-                bar.update(task, advance=1, info=f"reward {row['reward/mean']:.3f}  zero-signal "
-                                                  f"{row['zero_signal/frac']:.2f}")
+                bar.update(task, advance=1, info=f"reward {row['reward_mean']:.3f}  zero-signal "
+                                                  f"{row['zero_signal_frac']:.2f}")
                 if step % cfg.log_every == 0:
                     self.log.print_step()
         self.plots = plot_run(cfg.output_dir) if self.is_main else []

@@ -30,8 +30,8 @@ def peak_memory_bytes() -> tuple[str, int]:
 class MetricsLog:
     """Appends one JSON object per step to ``metrics.jsonl`` and prints a compact table."""
 
-    SHOWN = ("step", "reward/mean", "pass_rate", "zero_signal/frac", "completion/len_mean", "kl", "loss",
-             "grad_norm", "tokens/generated", "tokens/per_s", "time/step_s", "memory/peak_gb")
+    SHOWN = ("step", "reward_mean", "pass_rate", "zero_signal_frac", "completion_len_mean", "kl", "loss",
+             "grad_norm", "tokens_generated", "tokens_per_s", "time_step_s", "memory_peak_gb")
 
     def __init__(self, run_dir: str | os.PathLike[str], console: Optional[Console] = None,
                  trackers: Any = None) -> None:
@@ -55,9 +55,9 @@ class MetricsLog:
         """One line per step: the numbers to watch while a run goes."""
         r = self.rows[-1]
         parts = [f"[bold]step {r['step']}[/bold]"]
-        for key, label in (("reward/mean", "reward"), ("pass_rate", "pass"), ("zero_signal/frac", "zero-signal"),
-                           ("completion/len_mean", "len"), ("kl", "kl"), ("loss", "loss"), ("grad_norm", "|g|"),
-                           ("tokens/per_s", "tok/s"), ("time/step_s", "s"), ("memory/peak_gb", "GB")):
+        for key, label in (("reward_mean", "reward"), ("pass_rate", "pass"), ("zero_signal_frac", "zero-signal"),
+                           ("completion_len_mean", "len"), ("kl", "kl"), ("loss", "loss"), ("grad_norm", "|g|"),
+                           ("tokens_per_s", "tok/s"), ("time_step_s", "s"), ("memory_peak_gb", "GB")):
             if r.get(key) is not None:
                 parts.append(f"{label} {_fmt(r[key])}")
         self.console.print("  ".join(parts), highlight=False)
@@ -99,12 +99,12 @@ def plot_run(run_dir: str | os.PathLike[str]) -> list[Path]:
         return []
     steps = [r["step"] for r in rows]
     panels = {
-        "reward.png": ("reward", [("reward/mean", "reward mean"), ("pass_rate", "pass rate")]),
-        "signal.png": ("zero-signal groups", [("zero_signal/frac", "fraction of groups"),
-                                              ("zero_signal/token_frac", "fraction of tokens")]),
-        "tokens.png": ("rollout tokens", [("tokens/generated", "generated"), ("tokens/learned", "in groups that taught"),
-                                          ("tokens/saved_by_skip", "saved by skipping")]),
-        "memory.png": ("peak memory (GB)", [("memory/peak_gb", "peak")]),
+        "reward.png": ("reward", [("reward_mean", "reward mean"), ("pass_rate", "pass rate")]),
+        "signal.png": ("zero-signal groups", [("zero_signal_frac", "fraction of groups"),
+                                              ("zero_signal_token_frac", "fraction of tokens")]),
+        "tokens.png": ("rollout tokens", [("tokens_generated", "generated"), ("tokens_learned", "in groups that taught"),
+                                          ("tokens_saved_by_skip", "saved by skipping")]),
+        "memory.png": ("peak memory (GB)", [("memory_peak_gb", "peak")]),
     }
     written = []
     for name, (title, series) in panels.items():
