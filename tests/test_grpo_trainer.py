@@ -56,8 +56,9 @@ def tiny():
 def trainer_for(tiny, tmp_path, verifier, **cfg) -> GRPOTrainer:
     path, tok, auto = tiny
     env = VerifiableEnv(ListSource(TASKS), verifier)
-    config = GRPOConfig(model=str(path), prompts_per_step=3, group_size=4, max_new_tokens=6, max_steps=2,
-                        learning_rate=1e-3, micro_batch_size=6, output_dir=str(tmp_path / "run"), **cfg)
+    settings = dict(model=str(path), prompts_per_step=3, group_size=4, max_new_tokens=6, max_steps=2,
+                    learning_rate=1e-3, micro_batch_size=6, output_dir=str(tmp_path / "run"))
+    config = GRPOConfig(**{**settings, **cfg})
     return GRPOTrainer(config, EnvSuite({"digits": env}), auto.from_pretrained(path), tok)
 
 
@@ -195,3 +196,36 @@ def test_proctor_train_bad_config_names_the_field(tmp_path):
     config.write_text("group_size: many\n")
     result = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["train", "--config", str(config)])
     assert result.exit_code == 2 and "group_size" in result.output and "bad.yaml" in result.output
+
+
+def test_resume_continues_exactly(tiny, tmp_path):
+    straight = trainer_for(tiny, tmp_path / "a", DigitShare(), max_steps=3)
+    rows_a = straight.train()
+    first = trainer_for(tiny, tmp_path / "b", DigitShare(), max_steps=2)
+    first.train()                                   # ends with a checkpoint after step 2
+    resumed = trainer_for(tiny, tmp_path / "b", DigitShare(), max_steps=3, resume_from="latest")
+    assert resumed.start_step == 2
+    rows_b = resumed.train()
+    assert [r["step"] for r in rows_b] == [1, 2, 3]  # metrics.jsonl continues, not restarts
+    for key in ("reward_mean", "loss", "grad_norm", "tokens_generated", "zero_signal_frac"):
+        assert rows_b[-1][key] == rows_a[-1][key], key
+    for (name, a), (_, b) in zip(straight.model.named_parameters(), resumed.model.named_parameters()):
+        assert torch.equal(a, b), name
+    saved = tmp_path / "b" / "run" / "model"
+    assert (saved / "model.safetensors").exists() and (saved / "tokenizer_config.json").exists()
+
+
+def test_non_finite_updates_are_skipped_then_stop_the_run_with_a_checkpoint(tiny, tmp_path):
+    trainer = trainer_for(tiny, tmp_path, DigitShare(), max_steps=5, max_nonfinite_steps=2)
+    # Fault injection: the learner's forward (grad enabled) yields NaN logits; sampling
+    # (no grad) stays sound, as when a bad batch overflows in training only.
+    def poison(module, args, out):
+        if torch.is_grad_enabled():
+            out.logits = out.logits + float("nan")
+        return out
+
+    trainer.model.register_forward_hook(poison)
+    with pytest.raises(RuntimeError, match="non-finite") as info:
+        trainer.train()
+    assert "checkpoint" in str(info.value)
+    assert list((tmp_path / "run" / "checkpoints").iterdir())

@@ -69,6 +69,10 @@ class GRPOConfig:
     gradient_checkpointing: bool = False
     lora_rank: int = 0                        # 0: full fine-tuning
     lora_alpha: int = 16
+    # ---- checkpoints
+    save_every: int = 0                       # steps between checkpoints (0: only at the end)
+    resume_from: Optional[str] = None         # a checkpoint dir, or "latest" (under output_dir/checkpoints)
+    max_nonfinite_steps: int = 3              # consecutive NaN/inf losses or grads before the run stops
     # ---- logging
     log_every: int = 1
     sample_completions: int = 2               # completions (with verdicts) printed per log

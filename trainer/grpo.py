@@ -16,12 +16,14 @@ import random
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import torch
 
 from proctor.envs import EnvSuite, SuiteItem, Verdict
 
+from . import checkpoint
 from .algo import group_advantages, policy_loss
 from .batch import TrainBatch, build_batch, token_logps
 from .config import GRPOConfig
@@ -82,10 +84,17 @@ class GRPOTrainer:
                        for k, v in config.to_dict().items()}
             self.accelerator.init_trackers("proctor-grpo", config=hparams)
         self.is_main = self.accelerator.is_main_process
-        self.log = MetricsLog(config.output_dir if self.is_main else f"{config.output_dir}/rank{rank}",
-                              trackers=self.accelerator if (config.report_to and self.is_main) else None)
+        run_dir = Path(config.output_dir if self.is_main else f"{config.output_dir}/rank{rank}")
+        # A resumed run keeps its earlier rows (trimmed to the checkpoint in resume()).
+        earlier = checkpoint.read_metrics(run_dir / "metrics.jsonl") if config.resume_from else None
+        self.log = MetricsLog(run_dir, trackers=self.accelerator if (config.report_to and self.is_main) else None,
+                              keep_rows=earlier)
         self.totals = {"tokens_generated": 0, "tokens_learned": 0, "tokens_zero_signal": 0}
         self._scorer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proctor-score")
+        self.start_step = 0
+        self.nonfinite_streak = 0
+        if config.resume_from:
+            self.resume(config.resume_from)
 
     # ================================================================== one step
     def step(self, step: int) -> dict[str, float]:
@@ -177,6 +186,7 @@ class GRPOTrainer:
                 with watch.section("reference"):
                     ref_logp = torch.cat([self._ref_logps(batch.slice(m)) for m in micro])
         stats: dict[str, list[float]] = {}
+        skipped = 0
         with watch.section("learn"):
             for _ in range(cfg.num_iterations):
                 for m in micro:
@@ -197,12 +207,24 @@ class GRPOTrainer:
                         if value is not None:
                             stats.setdefault(key, []).append(float(value.detach()))
                 grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                loss_sum = sum(stats.get("loss", [0.0])[-len(micro):])
+                if not (math.isfinite(float(grad_norm)) and math.isfinite(loss_sum)):
+                    # A NaN/inf update would poison the weights for good: drop it and say so.
+                    self.optimizer.zero_grad(set_to_none=True)
+                    self.nonfinite_streak += 1
+                    skipped += 1
+                    self.log.console.print(f"[yellow]warning:[/yellow] non-finite loss ({loss_sum}) or gradient "
+                                           f"norm ({float(grad_norm)}): update skipped "
+                                           f"({self.nonfinite_streak} in a row)")
+                    continue
+                self.nonfinite_streak = 0
                 self.optimizer.step()
                 self.scheduler.step()
                 self.optimizer.zero_grad(set_to_none=True)
         result = {k: sum(v) / len(v) for k, v in stats.items()}
         result["loss"] = sum(stats.get("loss", [0.0]))   # the per-micro losses add up to the step's loss
         result["grad_norm"] = float(grad_norm)
+        result["skipped_nonfinite"] = skipped
         return result
 
     def _ref_logps(self, part: TrainBatch) -> torch.Tensor:
@@ -280,6 +302,7 @@ class GRPOTrainer:
             "entropy": learn.get("entropy_mean", math.nan),
             "loss": learn["loss"],
             "grad_norm": learn["grad_norm"],
+            "skipped_nonfinite": learn["skipped_nonfinite"],
             "lr": self.scheduler.get_last_lr()[0],
             "time_step_s": step_s,
             **{f"time_{k}_s": v for k, v in watch.totals.items()},
@@ -297,6 +320,22 @@ class GRPOTrainer:
                          for item, r, v in list(zip(scored.items, scored.rollouts, scored.verdicts))[::g][
                              :self.cfg.sample_completions])
         return row
+
+    def resume(self, where: str) -> None:
+        path = checkpoint.latest_checkpoint(self.cfg.output_dir) if where == "latest" else Path(where)
+        if path is None:
+            raise FileNotFoundError(f"resume_from=latest: no checkpoint under {self.cfg.output_dir}/checkpoints")
+        self.start_step = checkpoint.load(self, path)
+        self.log.rows = [r for r in self.log.rows if r.get("step", 0) <= self.start_step]
+        self.log.path.write_text("".join(json.dumps(r) + "\n" for r in self.log.rows))
+        self.log.console.print(f"resumed from {path} after step {self.start_step}")
+
+    def save_model(self, path: Path) -> None:
+        """The trained weights as safetensors with the tokenizer: loadable with from_pretrained."""
+        self.accelerator.wait_for_everyone()
+        if self.is_main:
+            self.accelerator.unwrap_model(self.model).save_pretrained(path, safe_serialization=True)
+            self.tokenizer.save_pretrained(path)
 
     def _gather(self, row: dict[str, Any]) -> dict[str, Any]:
         """One row for the run: token and count metrics summed over processes, the rest averaged."""
@@ -324,9 +363,17 @@ class GRPOTrainer:
         cfg = self.cfg
         with Progress(TextColumn("[bold]GRPO"), BarColumn(), TextColumn("step {task.completed}/{task.total}"),
                       TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=self.log.console) as bar:
-            task = bar.add_task("train", total=cfg.max_steps, info="")
-            for step in range(1, cfg.max_steps + 1):
+            task = bar.add_task("train", total=cfg.max_steps, info="", completed=self.start_step)
+            for step in range(self.start_step + 1, cfg.max_steps + 1):
                 row = self._gather(self.step(step))
+                if self.nonfinite_streak >= cfg.max_nonfinite_steps:
+                    path = checkpoint.save(self, step)
+                    raise RuntimeError(
+                        f"{self.nonfinite_streak} steps in a row had a non-finite loss or gradient; stopped at step "
+                        f"{step} with a checkpoint in {path}. Lower learning_rate, check the rewards for NaN, or "
+                        "try mixed_precision: no; resume with resume_from.")
+                if cfg.save_every and step % cfg.save_every == 0 and step < cfg.max_steps:
+                    checkpoint.save(self, step)
                 if not self.is_main:
                     continue
                 self.log.log(row)
@@ -334,6 +381,8 @@ class GRPOTrainer:
                                                   f"{row['zero_signal_frac']:.2f}")
                 if step % cfg.log_every == 0:
                     self.log.print_step()
+        checkpoint.save(self, cfg.max_steps)
+        self.save_model(Path(cfg.output_dir) / "model")
         self.plots = plot_run(cfg.output_dir) if self.is_main else []
         if self.is_main:
             self.log.print_summary()

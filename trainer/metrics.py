@@ -34,14 +34,15 @@ class MetricsLog:
              "grad_norm", "tokens_generated", "tokens_per_s", "time_step_s", "memory_peak_gb")
 
     def __init__(self, run_dir: str | os.PathLike[str], console: Optional[Console] = None,
-                 trackers: Any = None) -> None:
+                 trackers: Any = None, keep_rows: Optional[list[dict[str, Any]]] = None) -> None:
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.path = self.dir / "metrics.jsonl"
-        self.path.write_text("")
+        self.rows: list[dict[str, Any]] = list(keep_rows or [])
+        # A resumed run keeps the rows up to its checkpoint; a new run starts an empty file.
+        self.path.write_text("".join(json.dumps(r) + "\n" for r in self.rows))
         self.console = console or Console()
         self.trackers = trackers          # an accelerate.Accelerator with trackers initialised, or None
-        self.rows: list[dict[str, Any]] = []
 
     def log(self, row: dict[str, Any]) -> None:
         row = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
