@@ -64,19 +64,26 @@ class MetricsLog:
         self.console.print("  ".join(parts), highlight=False)
 
     def print_summary(self) -> None:
+        """First and last tenth of the run, averaged: single steps are too noisy to compare."""
+        n = max(1, len(self.rows) // 10)
         table = Table(title=f"run summary ({len(self.rows)} steps): {self.dir}")
         table.add_column("metric")
-        table.add_column("first", justify="right")
-        table.add_column("last", justify="right")
+        table.add_column(f"first {n} steps", justify="right")
+        table.add_column(f"last {n} steps", justify="right")
         for key in self.SHOWN[1:]:
             if any(r.get(key) is not None for r in self.rows):
-                table.add_row(key, _fmt(self.rows[0].get(key)), _fmt(self.rows[-1].get(key)))
+                table.add_row(key, _fmt(_mean(self.rows[:n], key)), _fmt(_mean(self.rows[-n:], key)))
         self.console.print(table)
 
     def samples(self, rows: Iterable[dict[str, Any]]) -> None:
         with (self.dir / "samples.jsonl").open("a") as f:
             for row in rows:
                 f.write(json.dumps(row) + "\n")
+
+
+def _mean(rows: list[dict[str, Any]], key: str) -> Optional[float]:
+    values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+    return sum(values) / len(values) if values else None
 
 
 def _fmt(value: Any) -> str:
