@@ -26,8 +26,14 @@ class TrainBatch:
         return self.input_ids.shape[0]
 
     def slice(self, rows: slice) -> "TrainBatch":
-        return TrainBatch(*(t[rows] for t in (self.input_ids, self.attention_mask, self.targets, self.mask,
-                                              self.advantages, self.sampler_logp)))
+        return TrainBatch(*(t[rows] for t in self._tensors()))
+
+    def select(self, keep: torch.Tensor) -> "TrainBatch":
+        """The rows where ``keep`` (bool [B]) is set."""
+        return TrainBatch(*(t[keep] for t in self._tensors()))
+
+    def _tensors(self) -> tuple[torch.Tensor, ...]:
+        return (self.input_ids, self.attention_mask, self.targets, self.mask, self.advantages, self.sampler_logp)
 
 
 def build_batch(rollouts: Sequence[Rollout], advantages: Sequence[float], keep: Sequence[bool], pad_id: int,

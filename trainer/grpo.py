@@ -67,7 +67,10 @@ class GRPOTrainer:
         if config.beta > 0 and config.lora_rank == 0:
             self.ref_model = copy.deepcopy(model).eval().requires_grad_(False)
         params = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
+        try:   # the fused kernel: several times faster per step on CPU and GPU alike
+            optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay, fused=True)
+        except (RuntimeError, TypeError):
+            optimizer = torch.optim.AdamW(params, lr=config.learning_rate, weight_decay=config.weight_decay)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda s: min(1.0, (s + 1) / config.warmup_steps) if config.warmup_steps else 1.0)
         self.model, self.optimizer, self.scheduler = self.accelerator.prepare(model, optimizer, scheduler)
@@ -173,10 +176,18 @@ class GRPOTrainer:
 
     def learn(self, batch: TrainBatch, watch: Stopwatch) -> dict[str, float]:
         cfg = self.cfg
-        rows = len(batch)
-        micro = [slice(i, min(i + cfg.micro_batch_size, rows)) for i in range(0, rows, cfg.micro_batch_size)]
         # dapo normalises by the tokens of the whole generation batch, over every process.
         num_items = float(self.accelerator.reduce(batch.mask.sum().detach(), reduction="sum"))
+        learned_rows = len(batch)
+        if self._zero_rows_are_inert():
+            # A row with advantage 0 has loss and gradient exactly 0 here (dapo's normaliser
+            # is the global token count above, no KL, no entropy bonus): skip its forward
+            # and backward. Zero-signal groups then cost rollout tokens but no learner time.
+            keep = (batch.advantages != 0) & (batch.mask.sum(-1) > 0)
+            batch = batch.select(keep)
+            learned_rows = len(batch)
+        rows = len(batch)
+        micro = [slice(i, min(i + cfg.micro_batch_size, rows)) for i in range(0, rows, cfg.micro_batch_size)]
         old_logp = ref_logp = None
         with torch.no_grad():
             if cfg.num_iterations > 1:   # π_old must stay fixed across the μ passes
@@ -187,8 +198,15 @@ class GRPOTrainer:
                     ref_logp = torch.cat([self._ref_logps(batch.slice(m)) for m in micro])
         stats: dict[str, list[float]] = {}
         skipped = 0
+        grad_norm: Any = 0.0
         with watch.section("learn"):
             for _ in range(cfg.num_iterations):
+                if not micro:
+                    # Nothing taught this step: the update is Adam's with zero gradients, exactly
+                    # what the full backward would have produced.
+                    for p in self.model.parameters():
+                        if p.requires_grad:
+                            p.grad = torch.zeros_like(p)
                 for m in micro:
                     part = batch.slice(m)
                     with self.accelerator.autocast():
@@ -225,7 +243,15 @@ class GRPOTrainer:
         result["loss"] = sum(stats.get("loss", [0.0]))   # the per-micro losses add up to the step's loss
         result["grad_norm"] = float(grad_norm)
         result["skipped_nonfinite"] = skipped
+        result["learned_rows"] = learned_rows
         return result
+
+    def _zero_rows_are_inert(self) -> bool:
+        cfg = self.cfg
+        # Several processes must run the same number of backward passes (DDP all-reduces in
+        # them), so rows are only skipped when one process trains alone.
+        return (cfg.loss_type == "dapo" and cfg.beta == 0 and cfg.entropy_coef == 0
+                and self.accelerator.num_processes == 1)
 
     def _ref_logps(self, part: TrainBatch) -> torch.Tensor:
         if self.ref_model is not None:
@@ -303,6 +329,7 @@ class GRPOTrainer:
             "loss": learn["loss"],
             "grad_norm": learn["grad_norm"],
             "skipped_nonfinite": learn["skipped_nonfinite"],
+            "learned_rows": learn["learned_rows"],
             "lr": self.scheduler.get_last_lr()[0],
             "time_step_s": step_s,
             **{f"time_{k}_s": v for k, v in watch.totals.items()},
