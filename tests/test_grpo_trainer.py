@@ -251,3 +251,9 @@ def test_skipping_zero_advantage_rows_gives_the_same_update(tiny, tmp_path):
     # so compare what goes into the optimizer, not what comes out.
     for ga, gb in zip(grads["a"], grads["b"]):
         assert torch.allclose(ga, gb, rtol=1e-4, atol=1e-7)
+
+
+def test_bf16_mixed_precision_step_runs(tiny, tmp_path):
+    trainer = trainer_for(tiny, tmp_path, DigitShare(), mixed_precision="bf16")
+    row = trainer.step(1)
+    assert math.isfinite(row["loss"]) and row["tokens_generated"] > 0
