@@ -321,6 +321,8 @@ class GRPOTrainer:
             "tokens_learned": generated - zero_tokens,
             "tokens_saved_by_skip": self.memory.tokens_saved,
             "tokens_cumulative": self.totals["tokens_generated"],
+            "tokens_learned_cumulative": self.totals["tokens_learned"],
+            "tokens_zero_signal_cumulative": self.totals["tokens_zero_signal"],
             "tokens_per_s": generated / watch.totals["generate"] if watch.totals.get("generate") else math.nan,
             "kl": learn.get("kl_mean", math.nan),
             "clip_low": learn.get("clip_low_frac", math.nan),

@@ -1,0 +1,68 @@
+"""`proctor report RUN_DIR`: a finished (or running) run's ledger as a summary and plots."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from .metrics import plot_run
+
+
+@dataclass(frozen=True)
+class RunReport:
+    steps: int
+    reward_first: Optional[float]      # mean over the first tenth of the steps
+    reward_last: Optional[float]       # mean over the last tenth
+    zero_signal_frac: Optional[float]  # mean over the run
+    tokens_generated: int
+    tokens_learned: int                # in groups with non-zero advantage
+    tokens_zero_signal: int
+    tokens_saved_by_skip: int
+    peak_memory_bytes: Optional[int]
+    seconds: float
+    plots: tuple[Path, ...]
+
+
+def load_rows(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: RUN_DIR must be a `proctor train --output-dir` directory")
+    rows = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}, line {n}: not JSON ({exc.msg}); was the run interrupted mid-write?") from None
+    if not rows:
+        raise ValueError(f"{path} has no steps yet")
+    return rows
+
+
+def _mean(values: list[Any]) -> Optional[float]:
+    nums = [v for v in values if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))]
+    return sum(nums) / len(nums) if nums else None
+
+
+def build_report(run_dir: str | Path, plots: bool = True) -> RunReport:
+    run_dir = Path(run_dir)
+    rows = load_rows(run_dir)
+    n = max(1, len(rows) // 10)
+    total = lambda key: int(sum(r.get(key) or 0 for r in rows))  # noqa: E731
+    peaks = [r.get("peak_memory_bytes") for r in rows if r.get("peak_memory_bytes")]
+    return RunReport(
+        steps=len(rows),
+        reward_first=_mean([r.get("reward_mean") for r in rows[:n]]),
+        reward_last=_mean([r.get("reward_mean") for r in rows[-n:]]),
+        zero_signal_frac=_mean([r.get("zero_signal_frac") for r in rows]),
+        tokens_generated=total("tokens_generated"),
+        tokens_learned=total("tokens_learned"),
+        tokens_zero_signal=total("zero_signal_tokens"),
+        tokens_saved_by_skip=int(rows[-1].get("tokens_saved_by_skip") or 0),
+        peak_memory_bytes=max(peaks) if peaks else None,
+        seconds=float(sum(r.get("time_step_s") or 0.0 for r in rows)),
+        plots=tuple(plot_run(run_dir)) if plots else (),
+    )
