@@ -10,6 +10,7 @@ from proctor.cli.envs_cmd import app as envs_app
 from proctor.cli.envs_cmd import eval_command
 from proctor.cli.sandbox_cmd import app as sandbox_app
 from proctor.cli.tiny_model_cmd import tiny_model
+from proctor.cli.plan_cmd import plan
 from proctor.cli.report_cmd import report
 from proctor.cli.train_cmd import train
 
@@ -28,6 +29,7 @@ app.command("eval")(eval_command)
 app.command("tiny-model")(tiny_model)
 app.command("train")(train)
 app.command("report")(report)
+app.command("plan")(plan)
 
 
 def main() -> None:
