@@ -50,4 +50,8 @@ def load_model(cfg: GRPOConfig) -> tuple[Any, Any]:
 
 def build_trainer(cfg: GRPOConfig) -> GRPOTrainer:
     model, tokenizer = load_model(cfg)
+    if cfg.algorithm == "ppo":
+        from .ppo import PPOTrainer, ValueModel
+
+        return PPOTrainer(cfg, build_suite(cfg), model, tokenizer, ValueModel.from_pretrained(model.name_or_path))
     return GRPOTrainer(cfg, build_suite(cfg), model, tokenizer)

@@ -59,6 +59,13 @@ class GRPOConfig:
     kl_kind: Literal["k1", "k2", "k3"] = "k3"
     entropy_coef: float = 0.0
     mask_truncated: bool = False
+    # ---- algorithm: GRPO, or PPO with a critic for side-by-side cost comparisons
+    algorithm: Literal["grpo", "ppo"] = "grpo"
+    gamma: float = 1.0                        # PPO: discount
+    lam: float = 0.95                         # PPO: GAE λ
+    critic_learning_rate: float = 1e-4        # PPO: the critic's own AdamW
+    value_clip: Optional[float] = 0.2         # PPO: value-loss clipping range
+    whiten_advantages: bool = True            # PPO: normalise GAE advantages over the batch
     # ---- zero-signal groups
     dynamic_sampling: bool = False            # DAPO: drop zero-signal groups, draw more prompts
     max_resample_rounds: int = 2
@@ -84,8 +91,8 @@ class GRPOConfig:
                      "num_iterations", "generation_batch_size"):
             if getattr(self, name) < 1:
                 problems.append(f"{name} must be >= 1 (got {getattr(self, name)})")
-        if self.group_size < 2:
-            problems.append("group_size must be >= 2: a group of one has no baseline")
+        if self.group_size < 2 and self.algorithm == "grpo":
+            problems.append("group_size must be >= 2 for GRPO: a group of one has no baseline")
         if not self.temperature > 0:
             problems.append(f"temperature must be > 0 (got {self.temperature})")
         if self.beta < 0 or self.entropy_coef < 0:
