@@ -43,6 +43,16 @@ class Constant(Verifier):
         return Verdict(reward=1.0, parts={"correct": 1.0}, correct=True)
 
 
+@pytest.fixture(autouse=True)
+def fresh_accelerator_state():
+    """accelerate keeps one process-wide state; each trainer here sets its own precision."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
 @pytest.fixture(scope="module")
 def tiny():
     from transformers import AutoModelForCausalLM, AutoTokenizer
