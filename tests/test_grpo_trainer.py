@@ -86,6 +86,7 @@ def test_training_runs_learns_and_writes_everything(tiny, tmp_path):
                 "env_digits_reward"):
         assert key in row, key
     assert row["weight_version"] == 2 and row["tokens_generated"] > 0
+    assert row["sampler_logp_diff_max"] < 1e-3        # transformers sampled with the learner's own weights
     run = tmp_path / "run"
     lines = (run / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in lines] == [1, 2]

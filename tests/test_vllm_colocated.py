@@ -95,4 +95,6 @@ def test_grpo_trains_with_vllm_rollouts(tmp_path):
     rows = trainer.train()
     assert [r["weight_version"] for r in rows] == [1, 2]   # synced after every optimizer step
     assert all(r["tokens_generated"] > 0 for r in rows)
+    # The sampler (vLLM, synced) and the learner agree on the tokens' log-probs.
+    assert all(r["sampler_logp_diff_max"] < 1e-2 for r in rows if "sampler_logp_diff_max" in r)
     AcceleratorState._reset_state(reset_partial_state=True)

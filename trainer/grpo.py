@@ -217,6 +217,8 @@ class GRPOTrainer:
                     part = batch.slice(m)
                     with self.accelerator.autocast():
                         logp, entropy = token_logps(self.model, part, cfg.temperature, with_entropy=True)
+                    if _ == 0:
+                        self._sampler_mismatch(logp.detach(), part, stats)
                     out = policy_loss(
                         logp, None if old_logp is None else old_logp[m], part.advantages, part.mask,
                         loss_type=cfg.loss_type, importance_level=cfg.importance_level,
@@ -251,6 +253,20 @@ class GRPOTrainer:
         result["skipped_nonfinite"] = skipped
         result["learned_rows"] = learned_rows
         return result
+
+    @staticmethod
+    def _sampler_mismatch(logp: torch.Tensor, part: TrainBatch, stats: dict[str, list[float]]) -> None:
+        """How far the sampler's log-probs are from the learner's on the same tokens (vLLM vs
+        transformers kernels, precision): the importance ratio π_learner/π_sampler per token."""
+        mask = part.mask > 0
+        if not mask.any():
+            return
+        diff = (logp - part.sampler_logp)[mask]
+        ratio = diff.exp()
+        for key, value in (("sampler_logp_diff_mean", diff.abs().mean()), ("sampler_logp_diff_max", diff.abs().max()),
+                           ("sampler_ratio_min", ratio.min()), ("sampler_ratio_mean", ratio.mean()),
+                           ("sampler_ratio_max", ratio.max())):
+            stats.setdefault(key, []).append(float(value))
 
     def _zero_rows_are_inert(self) -> bool:
         cfg = self.cfg
@@ -337,6 +353,8 @@ class GRPOTrainer:
             "loss": learn["loss"],
             "grad_norm": learn["grad_norm"],
             "skipped_nonfinite": learn["skipped_nonfinite"],
+            **{k: learn[k] for k in ("sampler_logp_diff_mean", "sampler_logp_diff_max", "sampler_ratio_min",
+                                     "sampler_ratio_mean", "sampler_ratio_max") if k in learn},
             "learned_rows": learn["learned_rows"],
             "lr": self.scheduler.get_last_lr()[0],
             "time_step_s": step_s,
