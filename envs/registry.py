@@ -86,7 +86,7 @@ def make_countdown(level: int = 2, n: int = 1000, seed: int = 0, **kw: Any) -> V
 
 
 def make_code(tasks: Optional[str] = None, *, split: str = "train", partial_credit: bool = False,
-              limits: Any = None, sandbox: Any = None, **kw: Any) -> VerifiableEnv:
+              limits: Any = None, sandbox: Any = None, extract_fallback: str = "parse", **kw: Any) -> VerifiableEnv:
     """Code tasks run in the sandbox: HumanEval when no ``tasks`` file is given."""
     from .code import CodeVerifier, code_task_from_row, humaneval_source
 
@@ -102,7 +102,8 @@ def make_code(tasks: Optional[str] = None, *, split: str = "train", partial_cred
     else:
         source = humaneval_source()
         reference = _humaneval_reference
-    return _env(source, CodeVerifier(sandbox=sandbox, limits=limits), reference=reference, **kw)
+    verifier = CodeVerifier(sandbox=sandbox, limits=limits, fallback=extract_fallback)
+    return _env(source, verifier, reference=reference, **kw)
 
 
 def _humaneval_reference(task: Task) -> Optional[str]:

@@ -42,6 +42,7 @@ class GRPOConfig:
     generation_batch_size: int = 64           # sequences per generate call
     rollout_backend: Literal["transformers", "vllm"] = "transformers"
     vllm_sync_every: int = 1                  # push weights to the vLLM engine every k optimizer steps
+    overlap_scoring: bool = True              # score finished chunks while the next ones generate
     # ---- optimisation
     max_steps: int = 80
     learning_rate: float = 2e-4

@@ -166,14 +166,18 @@ class GRPOTrainer:
                 groups = self.generator.generate(prompts[start:start + per_chunk], self.sampling)
             flat_items = [it for it in chunk_items for _ in range(self.cfg.group_size)]
             flat = [r for g in groups for r in g]
-            future = self._scorer.submit(self._score, flat_items, flat, watch)
+            if self.cfg.overlap_scoring:
+                future = self._scorer.submit(self._score, flat_items, flat, watch)
+            else:   # score only once everything is generated (the baseline the overlap is measured against)
+                future = Future()
+                future.set_result(None)
             pending.append((flat_items, flat, future))
         items_out, rollouts, verdicts = [], [], []
         with watch.section("score_exposed"):   # scoring time that generation did not hide
             for flat_items, flat, future in pending:
                 items_out += flat_items
                 rollouts += flat
-                verdicts += future.result()
+                verdicts += future.result() if self.cfg.overlap_scoring else self._score(flat_items, flat, watch)
         return Scored(items_out, rollouts, verdicts)
 
     def _score(self, items: list[SuiteItem], rollouts: list[Rollout], watch: Stopwatch) -> list[Verdict]:
