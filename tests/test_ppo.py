@@ -90,3 +90,30 @@ def test_ppo_trainer_step_holds_a_critic_and_learns(tmp_path):
     critic_state = sum(t.numel() * t.element_size() for s in trainer.critic_optimizer.optimizer.state.values()
                        for t in s.values() if torch.is_tensor(t) and t.dim() > 0)
     assert critic_state > 0                                              # and holds optimizer state
+
+
+def test_is_weights_by_hand():
+    from proctor.trainer.algo.is_correction import is_weights
+
+    old = torch.tensor([[-1.0, -2.0, 0.0]])
+    sampler = torch.tensor([[-1.5, -1.0, 9.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    # d = [0.5, -1.0, 0 (masked)]
+    tok = is_weights(old, sampler, mask, "token_truncate", c_max=1.5)
+    assert torch.allclose(tok, torch.tensor([[1.5, math.exp(-1.0), 0.0]]))
+    seq = is_weights(old, sampler, mask, "sequence_truncate", c_max=3.0)
+    assert torch.allclose(seq, torch.tensor([[math.exp(-0.5), math.exp(-0.5), 0.0]]))
+    masked = is_weights(old, sampler, mask, "token_mask", c_max=1.5)
+    assert torch.allclose(masked, torch.tensor([[0.0, math.exp(-1.0), 0.0]]))
+    with pytest.raises(ValueError, match="mode"):
+        is_weights(old, sampler, mask, "nope")  # type: ignore[arg-type]
+
+
+def test_is_weight_scales_the_surrogate_not_the_kl():
+    from proctor.trainer.algo import policy_loss
+
+    logp = torch.tensor([[-1.0, -1.0]], requires_grad=True)
+    mask = torch.ones(1, 2)
+    base = policy_loss(logp, None, torch.tensor([1.0]), mask, loss_type="dapo")
+    half = policy_loss(logp, None, torch.tensor([1.0]), mask, loss_type="dapo", is_weight=torch.full((1, 2), 0.5))
+    assert half.loss.item() == pytest.approx(0.5 * base.loss.item())

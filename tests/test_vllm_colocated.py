@@ -97,4 +97,6 @@ def test_grpo_trains_with_vllm_rollouts(tmp_path):
     assert all(r["tokens_generated"] > 0 for r in rows)
     # The sampler (vLLM, synced) and the learner agree on the tokens' log-probs.
     assert all(r["sampler_logp_diff_max"] < 1e-2 for r in rows if "sampler_logp_diff_max" in r)
+    # With vLLM the correction is on by default (sequence_mask); near-equal policies weigh ~1.
+    assert all(abs(r["is_weight_mean"] - 1.0) < 0.05 for r in rows if "is_weight_mean" in r)
     AcceleratorState._reset_state(reset_partial_state=True)

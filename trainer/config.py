@@ -43,6 +43,11 @@ class GRPOConfig:
     rollout_backend: Literal["transformers", "vllm"] = "transformers"
     vllm_sync_every: int = 1                  # push weights to the vLLM engine every k optimizer steps
     overlap_scoring: bool = True              # score finished chunks while the next ones generate
+    # Sampler/learner mismatch correction: "auto" is sequence_mask with vLLM, off with transformers
+    # (which samples with the learner's own weights and kernels).
+    is_correction: Optional[Literal["auto", "off", "token_truncate", "token_mask", "sequence_truncate",
+                                    "sequence_mask"]] = "auto"
+    is_cap: float = 3.0
     # ---- optimisation
     max_steps: int = 80
     learning_rate: float = 2e-4

@@ -25,6 +25,7 @@ from proctor.envs import EnvSuite, SuiteItem, Verdict
 
 from . import checkpoint
 from .algo import group_advantages, policy_loss
+from .algo.is_correction import is_weights
 from .batch import TrainBatch, build_batch, token_logps
 from .config import GRPOConfig
 from .metrics import MetricsLog, Stopwatch, peak_memory_bytes, plot_run
@@ -102,6 +103,10 @@ class GRPOTrainer:
         self._scorer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proctor-score")
         self.start_step = 0
         self.nonfinite_streak = 0
+        mode = config.is_correction
+        if mode == "auto":
+            mode = "sequence_mask" if config.rollout_backend == "vllm" else None
+        self.is_mode = None if mode in (None, "off") else mode
         if config.resume_from:
             self.resume(config.resume_from)
 
@@ -223,6 +228,12 @@ class GRPOTrainer:
                         logp, entropy = token_logps(self.model, part, cfg.temperature, with_entropy=True)
                     if _ == 0:
                         self._sampler_mismatch(logp.detach(), part, stats)
+                    is_w = None
+                    if self.is_mode is not None:
+                        pi_old = logp.detach() if old_logp is None else old_logp[m]
+                        is_w = is_weights(pi_old, part.sampler_logp, part.mask, self.is_mode, c_max=cfg.is_cap)
+                        if part.mask.any():
+                            stats.setdefault("is_weight_mean", []).append(float(is_w[part.mask > 0].mean()))
                     out = policy_loss(
                         logp, None if old_logp is None else old_logp[m], part.advantages, part.mask,
                         loss_type=cfg.loss_type, importance_level=cfg.importance_level,
@@ -230,7 +241,8 @@ class GRPOTrainer:
                         beta=cfg.beta, ref_logp=None if ref_logp is None else ref_logp[m], kl_kind=cfg.kl_kind,
                         max_completion_length=cfg.max_new_tokens, num_items_in_batch=num_items,
                         num_processes=self.accelerator.num_processes,
-                        grad_accum_steps=len(micro), entropy=entropy, entropy_coef=cfg.entropy_coef)
+                        grad_accum_steps=len(micro), entropy=entropy, entropy_coef=cfg.entropy_coef,
+                        is_weight=is_w)
                     self.accelerator.backward(out.loss)
                     for key in ("loss", "clip_low_frac", "clip_high_frac", "kl_mean", "entropy_mean", "ratio_mean"):
                         value = getattr(out, key)
@@ -358,7 +370,7 @@ class GRPOTrainer:
             "grad_norm": learn["grad_norm"],
             "skipped_nonfinite": learn["skipped_nonfinite"],
             **{k: learn[k] for k in ("sampler_logp_diff_mean", "sampler_logp_diff_max", "sampler_ratio_min",
-                                     "sampler_ratio_mean", "sampler_ratio_max") if k in learn},
+                                     "sampler_ratio_mean", "sampler_ratio_max", "is_weight_mean") if k in learn},
             "learned_rows": learn["learned_rows"],
             "lr": self.scheduler.get_last_lr()[0],
             "time_step_s": step_s,

@@ -97,6 +97,7 @@ def policy_loss(
     steps_per_generation: int | None = None,
     entropy: Tensor | None = None,
     entropy_coef: float = 0.0,
+    is_weight: Tensor | None = None,
 ) -> LossOutput:
     """Clipped GRPO surrogate loss for one micro-batch (see the module docstring for the formulas).
 
@@ -153,6 +154,9 @@ def policy_loss(
     if delta is not None:
         ratio = torch.clamp(ratio, max=delta)
     per_token_loss = -torch.min(ratio * advantages, clipped_ratio * advantages)
+    if is_weight is not None:
+        # Sampler/learner mismatch correction (vLLM): weights the surrogate, as TRL does.
+        per_token_loss = per_token_loss * is_weight.detach()
 
     # KL penalty to the reference policy, added after the surrogate (not importance-weighted).
     kl = None
