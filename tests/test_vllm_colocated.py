@@ -82,6 +82,34 @@ def test_rollouts_carry_version_and_sampler_logprobs(setup):
             assert torch.allclose(lp, torch.tensor(r.logprobs), atol=2e-3)
 
 
+def test_lora_learner_syncs_its_merged_weights(setup):
+    from peft import LoraConfig, get_peft_model
+
+    from proctor.trainer.rollout.vllm_colocated import greedy_texts
+
+    gen, model, tok, prompts = setup
+    lora = get_peft_model(model, LoraConfig(r=4, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
+    with torch.no_grad():                          # trained adapters: B no longer zero
+        g = torch.Generator().manual_seed(1)
+        for name, p in lora.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    gen.learner = lora
+    try:
+        assert gen.sync_weights(force=True)
+        lora.merge_adapter()
+        try:
+            expected = hf_greedy(lora.get_base_model(), tok, prompts)
+        finally:
+            lora.unmerge_adapter()
+        assert greedy_texts(gen, prompts, 8) == expected
+        assert not any("lora_" in n for n, _ in gen._weights_to_push())
+    finally:
+        gen.learner = model
+
+
+# Last in this file: a second engine in the process; vLLM's teardown of it resets the
+# process-wide parallel state that the module's first engine relies on.
 def test_grpo_trains_with_vllm_rollouts(tmp_path):
     from accelerate.state import AcceleratorState
 

@@ -69,10 +69,7 @@ class VLLMColocatedGenerator:
         self._steps_since_sync += 1
         if not force and self._steps_since_sync < self.sync_every:
             return False
-        learner = getattr(self.learner, "module", self.learner)
-        if hasattr(learner, "merge_and_unload") or hasattr(learner, "get_base_model"):
-            raise NotImplementedError("LoRA adapters: merge them into the weights before syncing to vLLM")
-        state = [(name, tensor.detach()) for name, tensor in learner.state_dict().items()]
+        state = self._weights_to_push()
         worker = self._worker()
         worker.reload_weights(weights_iterator=state)
         self._repack_tied_head(worker)
@@ -80,6 +77,26 @@ class VLLMColocatedGenerator:
         self.weight_version += 1
         self._steps_since_sync = 0
         return True
+
+    def _weights_to_push(self) -> list[tuple[str, Any]]:
+        """The learner's weights under the names the engine loaded (Hugging Face names).
+
+        A LoRA learner is merged for the copy (W + BA, in the base layer's names) and
+        unmerged again, so the engine samples from exactly the policy being trained.
+        """
+        learner = getattr(self.learner, "module", self.learner)
+        if not hasattr(learner, "get_base_model"):
+            return [(name, tensor.detach()) for name, tensor in learner.state_dict().items()]
+        learner.merge_adapter()
+        try:
+            out = []
+            for name, tensor in learner.get_base_model().state_dict().items():
+                if "lora_" in name:
+                    continue
+                out.append((name.replace(".base_layer.", "."), tensor.detach().clone()))
+            return out
+        finally:
+            learner.unmerge_adapter()
 
     def _repack_tied_head(self, worker: Any) -> None:
         model = worker.model_runner.model
