@@ -53,9 +53,10 @@ def build_batch(rollouts: Sequence[Rollout], advantages: Sequence[float], keep: 
         ids[i, :p + c] = torch.tensor(r.prompt_ids + r.completion_ids)
         attn[i, :p + c] = 1
         if keep[i] and c and not (mask_truncated and r.truncated):
-            # Completion token k sits at position p + k and is predicted at position p + k - 1.
-            mask[i, p - 1:p - 1 + c] = 1.0
-            sampler[i, p - 1:p - 1 + c] = torch.tensor(r.logprobs)
+            # Completion token k sits at position p + k and is predicted at position p + k - 1;
+            # tokens the env inserted (multi-turn feedback) are context, never learned on.
+            mask[i, p - 1:p - 1 + c] = torch.tensor(r.learned(), dtype=torch.float32)
+            sampler[i, p - 1:p - 1 + c] = torch.tensor(r.logprobs) * mask[i, p - 1:p - 1 + c]
     batch = TrainBatch(ids, attn, ids[:, 1:].clone(), mask, torch.tensor(list(advantages), dtype=torch.float32),
                        sampler)
     return batch if device is None else TrainBatch(*(t.to(device) for t in (

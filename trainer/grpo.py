@@ -29,6 +29,7 @@ from .algo.is_correction import is_weights
 from .batch import TrainBatch, build_batch, token_logps
 from .config import GRPOConfig
 from .metrics import MetricsLog, Stopwatch, peak_memory_bytes, plot_run
+from .multiturn import continue_turns
 from .passrate import PassRateMemory
 from .rollout import Rollout, SamplingParams, TransformersGenerator
 
@@ -183,6 +184,12 @@ class GRPOTrainer:
                 items_out += flat_items
                 rollouts += flat
                 verdicts += future.result() if self.cfg.overlap_scoring else self._score(flat_items, flat, watch)
+        if any(env.max_turns > 1 for env in self.suite.envs.values()):
+            with watch.section("later_turns"):
+                rollouts, verdicts, turns = continue_turns(
+                    self.suite, self.generator, self.tokenizer, self.sampling, items_out, rollouts, verdicts,
+                    lambda its, rs: self._score(its, rs, watch))
+            self._turns = turns
         return Scored(items_out, rollouts, verdicts)
 
     def _score(self, items: list[SuiteItem], rollouts: list[Rollout], watch: Stopwatch) -> list[Verdict]:
@@ -332,7 +339,7 @@ class GRPOTrainer:
                  watch: Stopwatch, rounds: int, step_s: float) -> dict[str, float]:
         g = self.cfg.group_size
         judged = [v for v in scored.verdicts if v.scored]
-        lens = [len(r.completion_ids) for r in scored.rollouts]
+        lens = [sum(r.learned()) for r in scored.rollouts]   # sampled tokens (not env-inserted ones)
         zero = adv.zero_signal.tolist()
         zero_tokens = sum(n for n, z in zip(lens, zero) if z)
         generated = sum(lens)
@@ -379,6 +386,7 @@ class GRPOTrainer:
             "peak_memory_bytes": peak,
             "memory_peak_gb": peak / 2**30,
             "weight_version": self.generator.weight_version,
+            "turns_max": getattr(self, "_turns", 1),
         }
         for env, rep in EnvSuite.report(scored.items, scored.verdicts).items():
             row[f"env_{env}_reward"] = rep["reward_mean"]

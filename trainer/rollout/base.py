@@ -46,6 +46,12 @@ class Rollout:
     finish_reason: FinishReason
     weight_version: int = 0              # which weights sampled it (never silently stale)
     extra: dict = field(default_factory=dict)
+    # Multi-turn: 1 for tokens the model sampled, 0 for tokens the env inserted (feedback,
+    # tool results), which are context, not actions; empty means all sampled.
+    learn_mask: tuple[int, ...] = ()
+
+    def learned(self) -> tuple[int, ...]:
+        return self.learn_mask or (1,) * len(self.completion_ids)
 
     @property
     def truncated(self) -> bool:
