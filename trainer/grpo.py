@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+import numpy as np
 import torch
 
 from proctor.envs import EnvSuite, SuiteItem, Verdict
@@ -56,7 +57,7 @@ class GRPOTrainer:
         rank = self.accelerator.process_index
         torch.manual_seed(config.seed)
         self.rng = random.Random(config.seed + 1000 * rank)
-        self.np_rng = __import__("numpy").random.default_rng(config.seed + 1000 * rank)
+        self.np_rng = np.random.default_rng(config.seed + 1000 * rank)
         if config.gradient_checkpointing:
             model.gradient_checkpointing_enable()
         if config.lora_rank > 0:
