@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from .normalize import scan_group
+
 MODES = ("auto", "boxed", "tags", "answer_is", "last_number")
 MAX_ANSWER_CHARS = 1000   # longer "answers" are garbage or attacks: too_complex
 MAX_DEPTH = 64            # bracket nesting deeper than this is too_complex
@@ -148,42 +150,11 @@ def _box_content(text: str, pos: int) -> Optional[tuple[str, int]]:
         if not m:
             return None
         return m.group(0).rstrip(".,;"), i + m.end()
-    depth = 0
-    j = i
-    while j < n:
-        ch = text[j]
-        if ch == "\\":
-            j += 2          # \{ and \} are literal braces, not groups
-            continue
-        if ch == "{":
-            depth += 1
-            if depth > MAX_DEPTH:
-                return _skip_to_close(text, j, depth)
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i + 1:j], j + 1
-        j += 1
-    return None
-
-
-def _skip_to_close(text: str, j: int, depth: int) -> Optional[tuple[str, int]]:
-    """A box nested deeper than MAX_DEPTH: find its end (or None) without keeping it."""
-    n = len(text)
-    j += 1
-    while j < n:
-        ch = text[j]
-        if ch == "\\":
-            j += 2
-            continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return "__too_deep__", j + 1
-        j += 1
-    return None
+    close, deepest = scan_group(text, i)
+    if close < 0:
+        return None
+    # Deeper than MAX_DEPTH: the box is skipped whole without keeping its content.
+    return ("__too_deep__" if deepest > MAX_DEPTH else text[i + 1:close]), close + 1
 
 
 # --- <answer> tags -----------------------------------------------------------------

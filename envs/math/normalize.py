@@ -155,9 +155,12 @@ def strip_units(s: str) -> str:
     return s
 
 
-def matching_brace(s: str, i: int) -> int:
-    """Index of the ``}`` closing the ``{`` at ``i`` (escaped braces skipped), or -1."""
-    depth = 0
+def scan_group(s: str, i: int) -> tuple[int, int]:
+    """(index of the ``}`` closing the ``{`` at ``i`` or -1, deepest nesting seen).
+
+    Escaped braces (``\\{``, ``\\}``) are literal characters, not groups.
+    """
+    depth = deepest = 0
     n = len(s)
     j = i
     while j < n:
@@ -167,12 +170,18 @@ def matching_brace(s: str, i: int) -> int:
             continue
         if ch == "{":
             depth += 1
+            deepest = max(deepest, depth)
         elif ch == "}":
             depth -= 1
             if depth == 0:
-                return j
+                return j, deepest
         j += 1
-    return -1
+    return -1, deepest
+
+
+def matching_brace(s: str, i: int) -> int:
+    """Index of the ``}`` closing the ``{`` at ``i`` (escaped braces skipped), or -1."""
+    return scan_group(s, i)[0]
 
 
 def _strip_delimiters(s: str) -> str:
