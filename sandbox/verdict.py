@@ -81,8 +81,16 @@ def step_status(language: str, step: dict, stderr: str, *, needs_marker: bool) -
     return "failed"
 
 
+def _raw(step: dict, key: str) -> bytes:
+    """A stream's bytes, decoded from base64 once per step (outputs can be a MiB each)."""
+    cached = step.setdefault("_raw", {})
+    if key not in cached:
+        cached[key] = base64.b64decode(step[key])
+    return cached[key]
+
+
 def _text(step: dict, key: str, limit: int) -> str:
-    return decode_output(base64.b64decode(step[key]), limit)
+    return decode_output(_raw(step, key), limit)
 
 
 def build_result(job: Job, reply: dict, *, attempts: int = 1, host: str = "") -> Result:
@@ -91,7 +99,7 @@ def build_result(job: Job, reply: dict, *, attempts: int = 1, host: str = "") ->
     steps = reply["steps"]
     wall = sum(s["wall_s"] for s in steps)
     cpu = sum(s["cpu_s"] for s in steps)
-    truncated = any(len(base64.b64decode(s[k])) >= cap for s in steps for k in ("stdout", "stderr"))
+    truncated = any(len(_raw(s, k)) >= cap for s in steps for k in ("stdout", "stderr"))
     common = dict(wall_s=round(wall, 6), cpu_s=round(cpu, 6), attempts=attempts, host=host, truncated=truncated)
 
     first = steps[0]
