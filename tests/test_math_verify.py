@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import time
+from decimal import Decimal
 from fractions import Fraction
 
 import pytest
@@ -49,7 +50,9 @@ def _forms(fr: Fraction) -> list[str]:
         while t % p == 0:
             t //= p
     if t == 1:                                   # terminating decimal
-        forms.append(format(fr.numerator / fr.denominator, ".12f").rstrip("0").rstrip("."))
+        # Exact: a float division here wrote 47619/5 as 9523.799999999999, not an equal form.
+        exact = format(Decimal(fr.numerator) / Decimal(fr.denominator), "f")
+        forms.append(exact.rstrip("0").rstrip(".") if "." in exact else exact)
     return forms
 
 
