@@ -31,16 +31,21 @@ def build_suite(cfg: GRPOConfig) -> EnvSuite:
     return EnvSuite(envs, cfg.env_weights)
 
 
-def load_model(cfg: GRPOConfig) -> tuple[Any, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    path: Any = cfg.model
-    if cfg.model == "tiny" or cfg.model.startswith("tiny:"):
+def resolve_model_path(model: str) -> str:
+    """A path or hub id as given; "tiny" / "tiny:STEPS" become the offline tiny model's directory."""
+    if model == "tiny" or model.startswith("tiny:"):
         from .tiny_model import tiny_model_path
 
         # 800 pretraining steps (~4 min once, then cached): enough for GRPO to sharpen.
-        steps = int(cfg.model.split(":", 1)[1]) if ":" in cfg.model else 800
-        path = tiny_model_path(pretrain_steps=steps)
+        steps = int(model.split(":", 1)[1]) if ":" in model else 800
+        return str(tiny_model_path(pretrain_steps=steps))
+    return model
+
+
+def load_model(cfg: GRPOConfig) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve_model_path(cfg.model)
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token

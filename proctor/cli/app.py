@@ -13,6 +13,7 @@ from proctor.cli.tiny_model_cmd import tiny_model
 from proctor.cli.plan_cmd import plan
 from proctor.cli.report_cmd import report
 from proctor.cli.train_cmd import train
+from proctor.cli.serve_cmd import serve
 
 app = typer.Typer(
     help="Proctor: Docker-sandboxed verifiable environments and a GRPO trainer.",
@@ -30,6 +31,7 @@ app.command("tiny-model")(tiny_model)
 app.command("train")(train)
 app.command("report")(report)
 app.command("plan")(plan)
+app.command("serve")(serve)
 
 
 def main() -> None:

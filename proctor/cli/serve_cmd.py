@@ -1,0 +1,42 @@
+"""``proctor serve MODEL``: a vLLM engine in its own process for trainers to generate from."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+
+def serve(
+    model: Annotated[str, typer.Argument(help="Model path or hub id; 'tiny' / 'tiny:STEPS' for the offline tiny model.")],
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0: any free one; see --ready-file).")] = 8765,
+    dtype: Annotated[str, typer.Option(help="Engine dtype: auto, bfloat16, float16, float32.")] = "auto",
+    max_model_len: Annotated[Optional[int], typer.Option(help="Longest prompt + completion, in tokens.")] = None,
+    gpu_memory_utilization: Annotated[float, typer.Option(help="Share of GPU memory for weights and KV cache.")] = 0.9,
+    tensor_parallel_size: Annotated[int, typer.Option(help="GPUs one engine spans.")] = 1,
+    enable_lora: Annotated[bool, typer.Option(help="Accept LoRA adapters from the trainer (unmerged).")] = False,
+    max_lora_rank: Annotated[int, typer.Option(help="Largest adapter rank accepted with --enable-lora.")] = 16,
+    sleep_mode: Annotated[bool, typer.Option(help="Allow /sleep and /wake_up (GPU only).")] = False,
+    seed: Annotated[int, typer.Option(help="Engine sampling seed.")] = 0,
+    op_timeout: Annotated[float, typer.Option(help="Seconds an engine call may take before the server reports it hung.")] = 600.0,
+    ready_file: Annotated[Optional[str], typer.Option(help="Write the URL here once ready (for launchers).")] = None,
+) -> None:
+    """Serve rollouts from a vLLM engine; trainers push weights to it in buckets, with timeouts.
+
+    Data parallel: start one server per GPU set and list every URL in the trainer's
+    vllm_server_urls; prompts are split between them and every sync goes to all.
+    """
+    from proctor.trainer.build import resolve_model_path
+    from proctor.trainer.rollout.vllm_engine import VLLMEngine
+    from proctor.trainer.serve.server import serve as run_server
+
+    path = resolve_model_path(model)
+    try:
+        engine = VLLMEngine(path, dtype=dtype, max_model_len=max_model_len,
+                            gpu_memory_utilization=gpu_memory_utilization, seed=seed,
+                            tensor_parallel_size=tensor_parallel_size, enable_lora=enable_lora,
+                            max_lora_rank=max_lora_rank, sleep_mode=sleep_mode)
+    except (ImportError, ValueError) as exc:
+        raise typer.BadParameter(str(exc)) from None
+    run_server(engine, host, port, op_timeout=op_timeout, ready_file=ready_file, model_name=path)

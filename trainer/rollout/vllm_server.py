@@ -1,0 +1,111 @@
+"""Rollouts from ``proctor serve`` engines in their own processes (their own GPUs).
+
+Several URLs make data parallelism: the prompts of a call are split between the servers
+and every weight sync goes to all of them, each tagged with the same version. Weights
+travel in size-bounded safetensors buckets (a LoRA learner sends only its adapter), and
+every call carries a timeout, so a hung engine is an error that names it.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, Optional, Sequence
+
+from ..serve.client import EngineClient, serialize_buckets
+from ..serve.errors import EngineServerError
+from .base import Rollout, SamplingParams
+from .weights import adapter_state, is_peft, policy_weights
+
+
+class VLLMServerGenerator:
+    """Implements the ``Generator`` interface against one or more engine servers."""
+
+    def __init__(self, urls: Sequence[str], learner: Any, tokenizer: Any, *, sync_every: int = 1,
+                 lora_sync: Literal["adapter", "merged"] = "adapter", bucket_mb: float = 256.0,
+                 timeout_s: float = 600.0, sync_timeout_s: float = 120.0) -> None:
+        if not urls:
+            raise ValueError("VLLMServerGenerator needs at least one server URL")
+        self.clients = [EngineClient(u, timeout_s=timeout_s, sync_timeout_s=sync_timeout_s) for u in urls]
+        self.learner = learner
+        self.tokenizer = tokenizer
+        self.sync_every = sync_every
+        self.bucket_bytes = int(bucket_mb * 2**20)
+        self._steps_since_sync = 0
+        self._pool = ThreadPoolExecutor(max_workers=len(self.clients), thread_name_prefix="engine-client")
+        health = self._all(lambda c: c.health())
+        self.adapter_sync = lora_sync == "adapter" and is_peft(learner)
+        if self.adapter_sync:
+            no_lora = [c.url for c, h in zip(self.clients, health) if not h.get("lora")]
+            if no_lora:
+                raise EngineServerError(
+                    f"the learner trains LoRA adapters but the server(s) {', '.join(no_lora)} were started without "
+                    "--enable-lora: restart them with `proctor serve MODEL --enable-lora --max-lora-rank R`, or set "
+                    "vllm_lora_sync: merged to push merged weights")
+        eos = tokenizer.eos_token_id
+        self.stop_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        self.weight_version = 0
+        self.last_sync: dict[str, float] = {}
+        # The servers may have loaded anything: start them all from the learner's weights
+        # (with adapter sync, its base weights first, then the adapter).
+        if self.adapter_sync:
+            base = ("full", serialize_buckets(policy_weights(learner, merge=False), self.bucket_bytes), None)
+            self._all(lambda c: c.push(base[1], kind="full", version=0))
+        self.push(version=0)
+
+    def _all(self, fn: Any) -> list[Any]:
+        return list(self._pool.map(fn, self.clients))
+
+    # ------------------------------------------------------------------ weights
+    def sync_weights(self, force: bool = False) -> bool:
+        self._steps_since_sync += 1
+        if not force and self._steps_since_sync < self.sync_every:
+            return False
+        self.push(self.weight_version + 1)
+        self._steps_since_sync = 0
+        return True
+
+    def snapshot(self) -> Any:
+        """The learner's policy, serialized now: safe to send while the learner moves on."""
+        if self.adapter_sync:
+            tensors, config = adapter_state(self.learner)
+            return "lora", serialize_buckets(list(tensors.items()), self.bucket_bytes), config
+        return "full", serialize_buckets(policy_weights(self.learner), self.bucket_bytes), None
+
+    def push(self, version: int, snapshot: Any = None) -> None:
+        kind, blobs, config = snapshot or self.snapshot()
+        replies = self._all(lambda c: c.push(blobs, kind=kind, version=version, config=config))
+        self.weight_version = version
+        self.last_sync = {"bytes": float(sum(len(b) for b, _ in blobs)), "buckets": float(len(blobs)),
+                          "seconds": max(r["seconds"] for r in replies)}
+
+    # ------------------------------------------------------------------ sampling
+    def _request(self, prompts: Sequence[list[int]], **sampling: Any) -> list[tuple[int, list]]:
+        """Contiguous shards, one per server; groups come back in prompt order with their version."""
+        k = len(self.clients)
+        size = -(-len(prompts) // k)
+        shards = [(c, prompts[i * size:(i + 1) * size]) for i, c in enumerate(self.clients)]
+        shards = [(c, p) for c, p in shards if p]
+        replies = list(self._pool.map(lambda cp: cp[0].generate(cp[1], stop_ids=self.stop_ids, **sampling), shards))
+        return [(r["weight_version"], g) for r in replies for g in r["groups"]]
+
+    def generate(self, prompts: Sequence[list[int]], params: SamplingParams) -> list[list[Rollout]]:
+        out = self._request(prompts, n=params.n, temperature=params.temperature, top_p=params.top_p,
+                            top_k=params.top_k, max_new_tokens=params.max_new_tokens)
+        return [[Rollout(prompt_ids=tuple(prompt), completion_ids=tuple(s["completion_ids"]),
+                         logprobs=tuple(s["logprobs"]),
+                         text=self.tokenizer.decode(s["completion_ids"], skip_special_tokens=True),
+                         finish_reason="stop" if s["finish_reason"] == "stop" else "length", weight_version=version)
+                 for s in group] for prompt, (version, group) in zip(prompts, out)]
+
+    def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int) -> list[str]:
+        out = self._request(prompts, n=1, temperature=0.0, max_new_tokens=max_new_tokens)
+        return [self.tokenizer.decode(g[0]["completion_ids"], skip_special_tokens=True) for _, g in out]
+
+    def versions(self) -> list[int]:
+        return [h["weight_version"] for h in self._all(lambda c: c.health())]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
+
+
+__all__ = ["VLLMServerGenerator"]
