@@ -258,3 +258,78 @@ def test_server_reports_the_engine_call_that_hung_and_stays_answerable():
         engine.release.set()
         httpd.shutdown()
         httpd.server_close()
+
+
+# ---------------------------------------------------------------- the trainer on servers
+def _reset_accelerate():
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def _cfg(tmp_path, **kw):
+    from proctor.trainer.config import GRPOConfig
+
+    base = dict(model="tiny:0", rollout_backend="vllm_server", prompts_per_step=2, group_size=4, max_new_tokens=6,
+                max_steps=2, output_dir=str(tmp_path), vllm_server_args=["--dtype", "float32", "--max-model-len", "256"])
+    base.update(kw)
+    return GRPOConfig(**base)
+
+
+@needs_vllm
+def test_grpo_trains_on_a_server_it_starts_and_stops(tmp_path):
+    from proctor.trainer.build import build_trainer
+
+    _reset_accelerate()
+    rows = build_trainer(_cfg(tmp_path)).train()
+    assert [r["weight_version"] for r in rows] == [1, 2]
+    assert all(r["sync_mib"] > 1 and r["time_sync_s"] > 0 for r in rows)
+    assert all(r["sampler_logp_diff_max"] < 1e-2 for r in rows if "sampler_logp_diff_max" in r)
+    log = (tmp_path / "vllm_server.log").read_text()
+    assert "ready on http://127.0.0.1:" in log
+    url = log.split("ready on ")[1].split()[0]
+    from proctor.trainer.serve import EngineClient, ServerUnreachable
+
+    with pytest.raises(ServerUnreachable):   # stopped with the run
+        EngineClient(url).health()
+    _reset_accelerate()
+
+
+@needs_vllm
+def test_async_generation_stays_within_its_staleness_bound(tmp_path):
+    from proctor.trainer.build import build_trainer
+
+    _reset_accelerate()
+    trainer = build_trainer(_cfg(tmp_path, async_generation=True, max_staleness=1, max_steps=4))
+    rows = trainer.train()
+    assert [r["staleness_max"] for r in rows] == [0, 1, 1, 1]     # one step off-policy once the pipe is full
+    assert all("time_rollout_wait_s" in r and r["tokens_generated"] > 0 for r in rows)
+    # Stale rollouts are corrected: the sequence IS weights are on by default and near 1 here.
+    assert all(0.5 < r["is_weight_mean"] < 1.5 for r in rows if "is_weight_mean" in r)
+    _reset_accelerate()
+
+
+@needs_vllm
+def test_async_resume_regenerates_the_batches_in_flight(tmp_path):
+    import json
+
+    from proctor.trainer.build import build_trainer
+
+    def prompts_of(run, step):
+        rows = [json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()]
+        return [r["task_id"] for r in rows if r["step"] == step]
+
+    full, part = tmp_path / "full", tmp_path / "part"
+    kw = dict(async_generation=True, max_staleness=1, max_steps=3, sample_completions=2)
+    _reset_accelerate()
+    build_trainer(_cfg(full, **kw)).train()
+    _reset_accelerate()
+    build_trainer(_cfg(part, **{**kw, "max_steps": 2})).train()    # stops after step 2 with a checkpoint
+    _reset_accelerate()
+    resumed = build_trainer(_cfg(part, resume_from="latest", **kw))
+    # The engine was given the restored weights, not the initial ones.
+    assert resumed.generator.versions() == [resumed.generator.weight_version]
+    assert len(resumed.pipeline.pending_items()) == 1             # the batch queued for step 3
+    resumed.train()
+    assert prompts_of(part, 3) == prompts_of(full, 3)
+    _reset_accelerate()

@@ -47,6 +47,8 @@ def save(trainer: "GRPOTrainer", step: int) -> Path:
             "memory_counters": (trainer.memory.skipped, trainer.memory.tokens_saved),
             "totals": dict(trainer.totals),
             "weight_version": trainer.generator.weight_version,
+            # Async: prompts drawn for batches still being generated; regenerated after a resume.
+            "pending_batches": trainer.pipeline.pending_items() if trainer.pipeline else [],
             "config": trainer.cfg.to_dict(),
         }
         with open(path / STATE_FILE, "wb") as f:
@@ -69,7 +71,9 @@ def load(trainer: "GRPOTrainer", path: str | Path) -> int:
     trainer.memory.records = {k: PromptRecord(**v) for k, v in state["memory"].items()}
     trainer.memory.skipped, trainer.memory.tokens_saved = state["memory_counters"]
     trainer.totals.update(state["totals"])
-    trainer.generator.weight_version = state["weight_version"]
+    # The engine holds the initial weights: give it the restored ones (never resume stale).
+    trainer.generator.restore(state["weight_version"])
+    trainer.pending_batches = state.get("pending_batches", [])
     return int(state["step"])
 
 

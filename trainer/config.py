@@ -40,8 +40,23 @@ class GRPOConfig:
     top_k: int = 0
     max_new_tokens: int = 8
     generation_batch_size: int = 64           # sequences per generate call
-    rollout_backend: Literal["transformers", "vllm"] = "transformers"
+    # transformers: the learner's own model; vllm: an engine in this process; vllm_server:
+    # `proctor serve` engines in their own processes (started for the run if no URL is given)
+    rollout_backend: Literal["transformers", "vllm", "vllm_server"] = "transformers"
     vllm_sync_every: int = 1                  # push weights to the vLLM engine every k optimizer steps
+    vllm_lora_sync: Literal["adapter", "merged"] = "adapter"   # LoRA: push the adapter, or W + BA
+    vllm_sleep: Literal["auto", "on", "off"] = "auto"          # colocated: free engine memory while learning (GPU)
+    vllm_sleep_level: Literal[1, 2] = 1       # 1: offload weights to CPU; 2: drop them (a full sync follows)
+    vllm_gpu_memory_utilization: float = 0.3  # colocated: the engine's share, the learner keeps the rest
+    vllm_server_urls: list[str] = field(default_factory=list)   # one per data-parallel engine
+    vllm_server_args: list[str] = field(default_factory=list)   # extra `proctor serve` flags for a started one
+    vllm_bucket_mb: float = 256.0             # weight-transfer bucket size
+    vllm_timeout_s: float = 600.0             # per generate call
+    vllm_sync_timeout_s: float = 120.0        # per weight-transfer call
+    # Off-policy pipelining, off by default: generate the next batches while learning on this
+    # one, at most max_staleness optimizer steps behind (needs a vLLM backend).
+    async_generation: bool = False
+    max_staleness: int = 1
     overlap_scoring: bool = True              # score finished chunks while the next ones generate
     # Sampler/learner mismatch correction: "auto" is sequence_mask with vLLM, off with transformers
     # (which samples with the learner's own weights and kernels).
@@ -107,6 +122,19 @@ class GRPOConfig:
             problems.append("beta and entropy_coef must be >= 0")
         if not 0 < self.epsilon_low < 1:
             problems.append(f"epsilon_low must be in (0, 1) (got {self.epsilon_low})")
+        if self.max_staleness < 1 or self.vllm_sync_every < 1:
+            problems.append("max_staleness and vllm_sync_every must be >= 1")
+        if self.async_generation and self.rollout_backend == "transformers":
+            problems.append("async_generation needs rollout_backend vllm or vllm_server: transformers samples with "
+                            "the learner's own weights, which the update changes while the next batch generates")
+        if self.async_generation and self.algorithm == "ppo":
+            problems.append("async_generation is for GRPO; PPO here runs on-policy (set algorithm: grpo)")
+        if self.async_generation and self.vllm_sleep == "on":
+            problems.append("async_generation keeps the engine generating while the learner works, so it cannot "
+                            "sleep: set vllm_sleep to auto or off")
+        if self.vllm_sleep == "on" and self.rollout_backend != "vllm":
+            problems.append("vllm_sleep: on applies to rollout_backend vllm (colocated); a server frees nothing "
+                            "of the learner's devices")
         if problems:
             raise ValueError("GRPOConfig: " + "; ".join(problems))
 

@@ -29,10 +29,13 @@ from .algo import group_advantages, policy_loss
 from .algo.is_correction import is_weights
 from .batch import TrainBatch, build_batch, token_logps
 from .config import GRPOConfig
-from .metrics import MetricsLog, Stopwatch, peak_memory_bytes, plot_run
+from .metrics import MetricsLog, Stopwatch, plot_run
 from .multiturn import continue_turns
 from .passrate import PassRateMemory
-from .rollout import Rollout, SamplingParams, TransformersGenerator
+from .pipeline import RolloutPipeline
+from .step_row import gather_row, step_metrics
+from .rollout import Rollout, SamplingParams
+from .rollout.factory import make_generator, use_sleep
 
 
 @dataclass
@@ -80,13 +83,9 @@ class GRPOTrainer:
         if self.ref_model is not None:
             self.ref_model.to(self.accelerator.device)
         learner = self.accelerator.unwrap_model(self.model)
-        if config.rollout_backend == "vllm":
-            from .rollout.vllm_colocated import VLLMColocatedGenerator
-
-            self.generator = VLLMColocatedGenerator(learner.name_or_path, learner, tokenizer, seed=config.seed,
-                                                    sync_every=config.vllm_sync_every)
-        else:
-            self.generator = TransformersGenerator(learner, tokenizer, batch_size=config.generation_batch_size)
+        run_dir = Path(config.output_dir if self.accelerator.is_main_process else f"{config.output_dir}/rank{rank}")
+        self.generator, self._close_generator = make_generator(config, learner, tokenizer, run_dir)
+        self.sleeping = use_sleep(config)   # colocated on a GPU: the engine frees its memory for the update
         self.sampling = SamplingParams(n=config.group_size, temperature=config.temperature, top_p=config.top_p,
                                        top_k=config.top_k, max_new_tokens=config.max_new_tokens)
         self.memory = PassRateMemory(config.group_size, skip_threshold=config.skip_threshold)
@@ -96,7 +95,6 @@ class GRPOTrainer:
                        for k, v in config.to_dict().items()}
             self.accelerator.init_trackers("proctor-grpo", config=hparams)
         self.is_main = self.accelerator.is_main_process
-        run_dir = Path(config.output_dir if self.is_main else f"{config.output_dir}/rank{rank}")
         # A resumed run keeps its earlier rows (trimmed to the checkpoint in resume()).
         earlier = checkpoint.read_metrics(run_dir / "metrics.jsonl") if config.resume_from else None
         self.log = MetricsLog(run_dir, trackers=self.accelerator if (config.report_to and self.is_main) else None,
@@ -107,18 +105,28 @@ class GRPOTrainer:
         self.nonfinite_streak = 0
         mode = config.is_correction
         if mode == "auto":
-            mode = "sequence_mask" if config.rollout_backend == "vllm" else None
+            mode = None if config.rollout_backend == "transformers" else "sequence_mask"
         self.is_mode = None if mode in (None, "off") else mode
+        self.pipeline: Optional[RolloutPipeline] = None
+        self.pending_batches: list = []
         if config.resume_from:
             self.resume(config.resume_from)
+        if config.async_generation:
+            self.pipeline = RolloutPipeline(self, config.max_staleness, config.vllm_sync_every,
+                                            policy_step=self.start_step, pending=self.pending_batches)
 
     # ================================================================== one step
     def step(self, step: int) -> dict[str, float]:
         cfg, watch = self.cfg, Stopwatch()
         t_step = time.perf_counter()
 
-        # 1-3. B prompts → G completions each → verdicts (scoring overlaps generation)
-        scored = self.rollout(self.draw_prompts(cfg.prompts_per_step), watch)
+        # 1-3. B prompts → G completions each → verdicts (scoring overlaps generation);
+        # async: the batch generated while the last update ran, at most max_staleness behind
+        lags: Optional[list[int]] = None
+        if self.pipeline is not None:
+            scored, lags = self.pipeline.take(step - 1, watch)
+        else:
+            scored = self.rollout(self.draw_prompts(cfg.prompts_per_step), watch)
         rounds = 0
         # DAPO dynamic sampling: replace zero-signal groups with fresh prompts, a bounded number of times.
         while cfg.dynamic_sampling and rounds < cfg.max_resample_rounds:
@@ -126,7 +134,10 @@ class GRPOTrainer:
             missing = cfg.prompts_per_step - sum(keep)
             if missing == 0:
                 break
-            scored = self._merge(self._keep_groups(scored, keep), self.rollout(self.draw_prompts(missing), watch))
+            more = self.draw_prompts(missing)
+            fresh = (self.pipeline.run(lambda: self.rollout(more, watch)) if self.pipeline is not None
+                     else self.rollout(more, watch))
+            scored = self._merge(self._keep_groups(scored, keep), fresh)
             rounds += 1
 
         # 4. group-relative advantages; unjudged samples are excluded and get A = 0
@@ -141,11 +152,24 @@ class GRPOTrainer:
         # 5. the policy update: μ passes of clipped-ratio loss (+ β·KL) over micro-batches
         batch = build_batch(scored.rollouts, adv.advantages.tolist(), valid.tolist(), self.tokenizer.pad_token_id,
                             mask_truncated=cfg.mask_truncated, device=self.accelerator.device)
+        if self.sleeping:
+            self.generator.sleep()   # the engine's KV cache and weights leave the GPU for the update
         learn = self.learn(batch, watch)
-        self.generator.sync_weights()
+        with watch.section("sync"):   # the engine samples from the new weights from now on
+            if self.pipeline is not None:
+                self.pipeline.sync(step)
+            elif self.sleeping:
+                self.generator.sync_and_wake()
+            else:
+                self.generator.sync_weights()
 
         # 6. what happened, per step
-        return self._metrics(step, scored, adv, batch, learn, watch, rounds, time.perf_counter() - t_step)
+        row = self._metrics(step, scored, adv, batch, learn, watch, rounds, time.perf_counter() - t_step)
+        if lags:
+            row.update(staleness_mean=sum(lags) / len(lags), staleness_max=max(lags))
+        if getattr(self.generator, "last_sync", None):
+            row["sync_mib"] = self.generator.last_sync["bytes"] / 2**20
+        return row
 
     # ================================================================== the parts
     def draw_prompts(self, n: int) -> list[SuiteItem]:
@@ -337,67 +361,8 @@ class GRPOTrainer:
         return int(sum(lens) / len(lens)) if lens else self.cfg.max_new_tokens
 
     def _metrics(self, step: int, scored: Scored, adv: Any, batch: TrainBatch, learn: dict[str, float],
-                 watch: Stopwatch, rounds: int, step_s: float) -> dict[str, float]:
-        g = self.cfg.group_size
-        judged = [v for v in scored.verdicts if v.scored]
-        lens = [sum(r.learned()) for r in scored.rollouts]   # sampled tokens (not env-inserted ones)
-        zero = adv.zero_signal.tolist()
-        zero_tokens = sum(n for n, z in zip(lens, zero) if z)
-        generated = sum(lens)
-        self.totals["tokens_generated"] += generated
-        self.totals["tokens_learned"] += generated - zero_tokens
-        self.totals["tokens_zero_signal"] += zero_tokens
-        kind, peak = peak_memory_bytes()
-        rewards = [v.reward for v in judged]
-        mean = sum(rewards) / len(rewards) if rewards else math.nan
-        row: dict[str, Any] = {
-            "step": step,
-            "reward_mean": mean,
-            "reward_std": (sum((r - mean) ** 2 for r in rewards) / max(1, len(rewards) - 1)) ** 0.5 if rewards else math.nan,
-            "pass_rate": sum(v.correct for v in judged) / len(judged) if judged else math.nan,
-            "infra_dropped": len(scored.verdicts) - len(judged),
-            "zero_signal_frac": adv.frac_zero_signal,
-            "zero_signal_tokens": zero_tokens,
-            "zero_signal_token_frac": zero_tokens / generated if generated else 0.0,
-            "dynamic_sampling_rounds": rounds,
-            "completion_len_mean": generated / len(lens),
-            "completion_len_max": max(lens),
-            "completion_truncated_frac": sum(r.truncated for r in scored.rollouts) / len(lens),
-            "tokens_generated": generated,
-            "tokens_learned": generated - zero_tokens,
-            "tokens_saved_by_skip": self.memory.tokens_saved,
-            "tokens_cumulative": self.totals["tokens_generated"],
-            "tokens_learned_cumulative": self.totals["tokens_learned"],
-            "tokens_zero_signal_cumulative": self.totals["tokens_zero_signal"],
-            "tokens_per_s": generated / watch.totals["generate"] if watch.totals.get("generate") else math.nan,
-            "kl": learn.get("kl_mean", math.nan),
-            "clip_low": learn.get("clip_low_frac", math.nan),
-            "clip_high": learn.get("clip_high_frac", math.nan),
-            "entropy": learn.get("entropy_mean", math.nan),
-            "loss": learn["loss"],
-            "grad_norm": learn["grad_norm"],
-            "skipped_nonfinite": learn["skipped_nonfinite"],
-            **{k: learn[k] for k in ("sampler_logp_diff_mean", "sampler_logp_diff_max", "sampler_ratio_min",
-                                     "sampler_ratio_mean", "sampler_ratio_max", "is_weight_mean") if k in learn},
-            "learned_rows": learn["learned_rows"],
-            "lr": self.scheduler.get_last_lr()[0],
-            "time_step_s": step_s,
-            **{f"time_{k}_s": v for k, v in watch.totals.items()},
-            "memory_kind": kind,
-            "peak_memory_bytes": peak,
-            "memory_peak_gb": peak / 2**30,
-            "weight_version": self.generator.weight_version,
-            "turns_max": getattr(self, "_turns", 1),
-        }
-        for env, rep in EnvSuite.report(scored.items, scored.verdicts).items():
-            row[f"env_{env}_reward"] = rep["reward_mean"]
-            row[f"env_{env}_pass_rate"] = rep["pass_rate"]
-        self.log.samples({"step": step, "env": item.env, "task_id": item.task.id, "completion": r.text,
-                          "reward": v.reward if v.scored else None, "status": v.status, "correct": v.correct,
-                          "info": {k: str(x)[:300] for k, x in v.info.items()}}
-                         for item, r, v in list(zip(scored.items, scored.rollouts, scored.verdicts))[::g][
-                             :self.cfg.sample_completions])
-        return row
+                 watch: Stopwatch, rounds: int, step_s: float) -> dict[str, Any]:
+        return step_metrics(self, step, scored, adv, learn, watch, rounds, step_s)
 
     def resume(self, where: str) -> None:
         path = checkpoint.latest_checkpoint(self.cfg.output_dir) if where == "latest" else Path(where)
@@ -416,26 +381,18 @@ class GRPOTrainer:
             self.tokenizer.save_pretrained(path)
 
     def _gather(self, row: dict[str, Any]) -> dict[str, Any]:
-        """One row for the run: token and count metrics summed over processes, the rest averaged."""
-        if self.accelerator.num_processes == 1:
-            return row
-        rows = self.accelerator.gather_for_metrics([row], use_gather_object=True)
-        out: dict[str, Any] = {"step": row["step"], "processes": len(rows)}
-        for key in row:
-            values = [r.get(key) for r in rows if isinstance(r.get(key), (int, float))]
-            if key == "step" or not values:
-                out.setdefault(key, row[key])
-            elif key.startswith(("tokens_", "zero_signal_tokens", "infra_")):
-                out[key] = sum(values)
-            elif key.startswith(("peak_memory", "memory_peak", "time_", "completion_len_max")):
-                out[key] = max(values)
-            else:
-                finite = [v for v in values if not (isinstance(v, float) and math.isnan(v))]
-                out[key] = sum(finite) / len(finite) if finite else math.nan
-        return out
+        return gather_row(self.accelerator, row)
 
     # ================================================================== the run
     def train(self) -> list[dict[str, Any]]:
+        try:
+            return self._train()
+        finally:
+            if self.pipeline is not None:
+                self.pipeline.close()
+            self._close_generator()
+
+    def _train(self) -> list[dict[str, Any]]:
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
         cfg = self.cfg

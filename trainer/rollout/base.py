@@ -1,4 +1,4 @@
-"""The generator interface every rollout backend implements (transformers here, vLLM next).
+"""The generator interface every rollout backend implements (transformers, vLLM in-process, vLLM servers).
 
 A backend turns prompts into G sampled completions each, token in / token out:
 the learner trains on exactly the token ids that were sampled (no re-tokenization
@@ -68,6 +68,11 @@ class Generator(Protocol):
         """``params.n`` rollouts for each tokenized prompt, grouped by prompt, in prompt order."""
         ...
 
-    def sync_weights(self) -> None:
-        """Make the next rollouts come from the learner's current weights."""
+    def sync_weights(self, force: bool = False) -> bool:
+        """Make the next rollouts come from the learner's current weights (a backend may
+        sync only every k calls unless ``force``); True when it synced."""
+        ...
+
+    def restore(self, version: int) -> None:
+        """After a resume: load the restored learner's weights and call them ``version``."""
         ...

@@ -27,8 +27,12 @@ class TransformersGenerator:
         eos = tokenizer.eos_token_id
         self.stop_ids = {eos} if isinstance(eos, int) else set(eos or ())
 
-    def sync_weights(self) -> None:
+    def sync_weights(self, force: bool = False) -> bool:
         self.weight_version += 1
+        return True
+
+    def restore(self, version: int) -> None:
+        self.weight_version = version   # the learner's own weights: nothing to load
 
     @torch.no_grad()
     def generate(self, prompts: Sequence[list[int]], params: SamplingParams) -> list[list[Rollout]]:

@@ -52,17 +52,29 @@ class VLLMColocatedGenerator:
         self._steps_since_sync += 1
         if not force and self._steps_since_sync < self.sync_every:
             return False
-        if self.adapter_sync:
-            self._push_adapter()
-        else:
-            self.engine.load_weights(policy_weights(self.learner))
+        self.apply(self.snapshot(copy=False))
         self._steps_since_sync = 0
         return True
 
+    def snapshot(self, copy: bool = True) -> tuple[str, Any]:
+        """The learner's policy now; ``copy`` makes it safe to apply after the learner moves on."""
+        if self.adapter_sync:
+            return "lora", adapter_state(self.learner)
+        return "full", policy_weights(self.learner, copy=copy)
+
+    def apply(self, snapshot: tuple[str, Any], version: Optional[int] = None) -> int:
+        kind, data = snapshot
+        if kind == "lora":
+            write_adapter(self._adapter_dir, *data)
+            return self.engine.load_lora(self._adapter_dir, version=version)
+        return self.engine.load_weights(data, version=version)
+
+    def restore(self, version: int) -> None:
+        """After a resume: the engine takes the restored learner's policy, under its version."""
+        self.apply(self.snapshot(copy=False), version=version)
+
     def _push_adapter(self, version: Optional[int] = None) -> None:
-        tensors, config = adapter_state(self.learner)
-        write_adapter(self._adapter_dir, tensors, config)
-        self.engine.load_lora(self._adapter_dir, version=version)
+        self.apply(("lora", adapter_state(self.learner)), version=version)
 
     def _weights_to_push(self) -> list[tuple[str, Any]]:
         return policy_weights(self.learner)

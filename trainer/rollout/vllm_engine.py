@@ -41,6 +41,14 @@ def import_vllm() -> Any:
     return vllm
 
 
+def lora_rank_slot(rank: int) -> int:
+    """vLLM reserves adapter memory for one of a few ranks: the smallest that fits ``rank``."""
+    for slot in (1, 8, 16, 32, 64, 128, 256, 320, 512):
+        if slot >= rank:
+            return slot
+    raise ValueError(f"LoRA rank {rank} is over vLLM's largest (512)")
+
+
 @dataclass
 class Sample:
     """One completion as the engine returns it (plain data: it crosses HTTP in server mode)."""
@@ -91,7 +99,7 @@ class VLLMEngine:
         if max_model_len is not None:   # else the model's own limit
             kwargs["max_model_len"] = max_model_len
         if enable_lora:
-            kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=1)
+            kwargs.update(enable_lora=True, max_lora_rank=lora_rank_slot(max_lora_rank), max_loras=1)
         on_gpu = torch.cuda.is_available()
         if on_gpu:
             kwargs.setdefault("gpu_memory_utilization", gpu_memory_utilization)

@@ -71,6 +71,14 @@ class VLLMServerGenerator:
             return "lora", serialize_buckets(list(tensors.items()), self.bucket_bytes), config
         return "full", serialize_buckets(policy_weights(self.learner), self.bucket_bytes), None
 
+    def apply(self, snapshot: Any, version: Optional[int] = None) -> int:
+        self.push(self.weight_version + 1 if version is None else version, snapshot)
+        return self.weight_version
+
+    def restore(self, version: int) -> None:
+        """After a resume: every server takes the restored learner's policy, under its version."""
+        self.push(version)
+
     def push(self, version: int, snapshot: Any = None) -> None:
         kind, blobs, config = snapshot or self.snapshot()
         replies = self._all(lambda c: c.push(blobs, kind=kind, version=version, config=config))
