@@ -1,8 +1,10 @@
 """Rollout backends side by side on CPU, and what overlapping scoring with generation hides.
 
-Part 1: GRPO steps with the transformers backend and with the colocated vLLM engine, each in
-its own process: generated tokens per second and seconds per step (the tiny model with
-random weights, so completions run to the token limit and every step generates the same count).
+Part 1: GRPO steps with the transformers backend, the colocated vLLM engine and a
+`proctor serve` engine in its own process, each synchronous and (vLLM) with async
+generation (max_staleness 1), each run in its own process: generated tokens per second
+and seconds per step (the tiny model with random weights, so completions run to the token
+limit and every step generates the same count).
 Part 2: a suite with code tasks (HumanEval through the sandbox; every completion is sent to
 the sandbox as a program), scored after all generation vs. chunk by chunk while the next
 chunk generates: the scoring time left exposed.
@@ -28,9 +30,11 @@ def child(mode: str, steps: int) -> dict:
     from proctor.trainer.config import GRPOConfig
 
     with tempfile.TemporaryDirectory() as out:
-        if mode in ("transformers", "vllm"):
-            cfg = GRPOConfig(model="tiny:0", rollout_backend=mode, prompts_per_step=8, group_size=8, max_new_tokens=64,
-                             max_steps=steps, output_dir=out, log_every=10**6, generation_batch_size=64)
+        if mode not in ("serial", "overlap"):
+            backend, _, pipelined = mode.partition("+")
+            cfg = GRPOConfig(model="tiny:0", rollout_backend=backend, prompts_per_step=8, group_size=8,
+                             max_new_tokens=64, max_steps=steps, output_dir=out, log_every=10**6,
+                             generation_batch_size=64, async_generation=bool(pipelined), max_staleness=1)
         else:   # overlap on / off, code suite
             cfg = GRPOConfig(model="tiny:0", prompts_per_step=16, group_size=8, max_new_tokens=48, max_steps=steps,
                              output_dir=out, log_every=10**6, generation_batch_size=16,
@@ -41,7 +45,8 @@ def child(mode: str, steps: int) -> dict:
     mean = lambda key: sum(r.get(key, 0.0) for r in timed) / len(timed)  # noqa: E731
     return {"mode": mode, "s_per_step": mean("time_step_s"), "generate_s": mean("time_generate_s"),
             "score_s": mean("time_score_s"), "score_exposed_s": mean("time_score_exposed_s"),
-            "tokens_per_step": mean("tokens_generated"),
+            "tokens_per_step": mean("tokens_generated"), "sync_s": mean("time_sync_s"),
+            "wait_s": mean("time_rollout_wait_s"), "learn_s": mean("time_learn_s"),
             "tokens_per_s": mean("tokens_generated") / mean("time_generate_s")}
 
 
@@ -62,15 +67,19 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child, args.steps)))
         return
-    results = {m: run(m, args.steps) for m in ("transformers", "vllm", "serial", "overlap")}
-    t, v = results["transformers"], results["vllm"]
+    backends = ("transformers", "vllm", "vllm_server", "vllm+async", "vllm_server+async")
+    results = {m: run(m, args.steps) for m in (*backends, "serial", "overlap")}
+    t = results["transformers"]
     print(f"Part 1: GRPO on CPU, tiny model (random weights), 8 prompts x 8 completions x 64 tokens, "
           f"{args.steps} steps (step 1 left out), OMP_NUM_THREADS=1\n")
-    print("| backend | tokens/step | generate s/step | tokens/s | s/step |")
-    print("|---|---:|---:|---:|---:|")
-    for r in (t, v):
-        print(f"| {r['mode']} | {r['tokens_per_step']:.0f} | {r['generate_s']:.3f} | {r['tokens_per_s']:,.0f} | "
-              f"{r['s_per_step']:.3f} |")
+    print("| backend | tokens/s (generating) | generate s | learn s | sync s | waited for rollouts s | s/step "
+          "| s/step vs transformers |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for m in backends:
+        r = results[m]
+        print(f"| {m} | {r['tokens_per_s']:,.0f} | {r['generate_s']:.3f} | {r['learn_s']:.3f} | {r['sync_s']:.3f} | "
+              f"{r['wait_s']:.3f} | {r['s_per_step']:.3f} | {r['s_per_step'] / t['s_per_step']:.2f}x |")
+    v = results["vllm"]
     print(f"\nvLLM / transformers: tokens/s {v['tokens_per_s'] / t['tokens_per_s']:.2f}x, "
           f"s/step {v['s_per_step'] / t['s_per_step']:.2f}x")
     s, o = results["serial"], results["overlap"]

@@ -84,7 +84,7 @@ class GRPOTrainer:
             self.ref_model.to(self.accelerator.device)
         learner = self.accelerator.unwrap_model(self.model)
         run_dir = Path(config.output_dir if self.accelerator.is_main_process else f"{config.output_dir}/rank{rank}")
-        self.generator, self._close_generator = make_generator(config, learner, tokenizer, run_dir)
+        self.generator, self._close_generator = make_generator(config, learner, tokenizer, run_dir, self.accelerator)
         self.sleeping = use_sleep(config)   # colocated on a GPU: the engine frees its memory for the update
         self.sampling = SamplingParams(n=config.group_size, temperature=config.temperature, top_p=config.top_p,
                                        top_k=config.top_k, max_new_tokens=config.max_new_tokens)

@@ -20,7 +20,8 @@ def use_sleep(cfg: Any) -> bool:
     return cfg.vllm_sleep == "on"
 
 
-def make_generator(cfg: Any, learner: Any, tokenizer: Any, run_dir: Path) -> tuple[Generator, Callable[[], None]]:
+def make_generator(cfg: Any, learner: Any, tokenizer: Any, run_dir: Path,
+                   accelerator: Any = None) -> tuple[Generator, Callable[[], None]]:
     """The generator and a function that releases what it started (a local server)."""
     if cfg.rollout_backend == "vllm":
         from .vllm_colocated import VLLMColocatedGenerator
@@ -44,10 +45,17 @@ def make_generator(cfg: Any, learner: Any, tokenizer: Any, run_dir: Path) -> tup
                 args += ["--enable-lora", "--max-lora-rank", str(cfg.lora_rank)]
             started = ManagedServer(learner.name_or_path, run_dir / "vllm_server.log", extra_args=args)
             urls = [started.url]
+        # Several training processes on the same named servers: the main one pushes weights.
+        shared = started is None and accelerator is not None and accelerator.num_processes > 1
+        if shared and cfg.async_generation:
+            raise ValueError("async_generation with several training processes sharing vllm_server_urls is not "
+                             "supported: leave vllm_server_urls empty (a server per process) or run synchronously")
         try:
             gen = VLLMServerGenerator(urls, learner, tokenizer, sync_every=cfg.vllm_sync_every,
                                       lora_sync=cfg.vllm_lora_sync, bucket_mb=cfg.vllm_bucket_mb,
-                                      timeout_s=cfg.vllm_timeout_s, sync_timeout_s=cfg.vllm_sync_timeout_s)
+                                      timeout_s=cfg.vllm_timeout_s, sync_timeout_s=cfg.vllm_sync_timeout_s,
+                                      pushes=not shared or accelerator.is_main_process,
+                                      barrier=accelerator.wait_for_everyone if shared else None)
         except BaseException:
             if started is not None:
                 started.close()

@@ -9,7 +9,7 @@ every call carries a timeout, so a hung engine is an error that names it.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal, Optional, Sequence
+from typing import Any, Callable, Literal, Optional, Sequence
 
 from ..serve.client import EngineClient, serialize_buckets
 from ..serve.errors import EngineServerError
@@ -22,7 +22,8 @@ class VLLMServerGenerator:
 
     def __init__(self, urls: Sequence[str], learner: Any, tokenizer: Any, *, sync_every: int = 1,
                  lora_sync: Literal["adapter", "merged"] = "adapter", bucket_mb: float = 256.0,
-                 timeout_s: float = 600.0, sync_timeout_s: float = 120.0) -> None:
+                 timeout_s: float = 600.0, sync_timeout_s: float = 120.0, pushes: bool = True,
+                 barrier: Optional[Callable[[], None]] = None) -> None:
         if not urls:
             raise ValueError("VLLMServerGenerator needs at least one server URL")
         self.clients = [EngineClient(u, timeout_s=timeout_s, sync_timeout_s=sync_timeout_s) for u in urls]
@@ -30,6 +31,10 @@ class VLLMServerGenerator:
         self.tokenizer = tokenizer
         self.sync_every = sync_every
         self.bucket_bytes = int(bucket_mb * 2**20)
+        # Training processes sharing servers: one pushes (the weights are identical on all),
+        # the others wait at the barrier until the servers hold the new version.
+        self.pushes = pushes
+        self.barrier = barrier
         self._steps_since_sync = 0
         self._pool = ThreadPoolExecutor(max_workers=len(self.clients), thread_name_prefix="engine-client")
         health = self._all(lambda c: c.health())
@@ -47,7 +52,7 @@ class VLLMServerGenerator:
         self.last_sync: dict[str, float] = {}
         # The servers may have loaded anything: start them all from the learner's weights
         # (with adapter sync, its base weights first, then the adapter).
-        if self.adapter_sync:
+        if self.adapter_sync and self.pushes:
             base = ("full", serialize_buckets(policy_weights(learner, merge=False), self.bucket_bytes), None)
             self._all(lambda c: c.push(base[1], kind="full", version=0))
         self.push(version=0)
@@ -80,11 +85,14 @@ class VLLMServerGenerator:
         self.push(version)
 
     def push(self, version: int, snapshot: Any = None) -> None:
-        kind, blobs, config = snapshot or self.snapshot()
-        replies = self._all(lambda c: c.push(blobs, kind=kind, version=version, config=config))
+        if self.pushes:
+            kind, blobs, config = snapshot or self.snapshot()
+            replies = self._all(lambda c: c.push(blobs, kind=kind, version=version, config=config))
+            self.last_sync = {"bytes": float(sum(len(b) for b, _ in blobs)), "buckets": float(len(blobs)),
+                              "seconds": max(r["seconds"] for r in replies)}
+        if self.barrier is not None:
+            self.barrier()
         self.weight_version = version
-        self.last_sync = {"bytes": float(sum(len(b) for b, _ in blobs)), "buckets": float(len(blobs)),
-                          "seconds": max(r["seconds"] for r in replies)}
 
     # ------------------------------------------------------------------ sampling
     def _request(self, prompts: Sequence[list[int]], **sampling: Any) -> list[tuple[int, list]]:

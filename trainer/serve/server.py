@@ -49,6 +49,7 @@ class EngineService:
         self._busy: Optional[tuple[str, float]] = None
         self.wedged: Optional[str] = None
         self.sessions: dict[str, dict[str, Any]] = {}
+        self.updates = 0   # weight transfers applied
         self._sessions_lock = threading.Lock()
         self._adapter_dir = tempfile.mkdtemp(prefix="proctor-serve-lora-")
 
@@ -85,7 +86,7 @@ class EngineService:
     def health(self) -> dict[str, Any]:
         busy = self._busy
         return {"status": "wedged" if self.wedged else "ok", "wedged": self.wedged, "model": self.model_name,
-                "weight_version": self.engine.weight_version, "lora": self.lora_enabled,
+                "weight_version": self.engine.weight_version, "updates": self.updates, "lora": self.lora_enabled,
                 "asleep": bool(getattr(self.engine, "asleep", False)),
                 "busy": None if busy is None else {"op": busy[0], "seconds": time.monotonic() - busy[1]}}
 
@@ -159,6 +160,7 @@ class EngineService:
                 raise
         with self._sessions_lock:
             self.sessions.pop(str(req.get("session")), None)
+            self.updates += 1
         return {"weight_version": new, "tensors": len(named), "bytes": s["bytes"],
                 "seconds": time.perf_counter() - t0}
 
