@@ -9,7 +9,9 @@ silently. With sleep mode (GPU) the engine frees its memory while the learner wo
 
 from __future__ import annotations
 
+import shutil
 import tempfile
+import weakref
 from typing import Any, Literal, Optional, Sequence
 
 from .base import Rollout, SamplingParams
@@ -37,6 +39,8 @@ class VLLMColocatedGenerator:
         self.llm = self.engine.llm
         self.sleep_level = sleep_level
         self._adapter_dir = tempfile.mkdtemp(prefix="proctor-lora-") if self.adapter_sync else None
+        if self._adapter_dir:
+            weakref.finalize(self, shutil.rmtree, self._adapter_dir, True)
         eos = tokenizer.eos_token_id
         self.stop_ids = [eos] if isinstance(eos, int) else list(eos or [])
         if self.adapter_sync:   # the engine serves the adapter from the first rollout on

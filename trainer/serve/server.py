@@ -16,10 +16,12 @@ when, and the server reports itself wedged to every later call instead of hangin
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import threading
 import time
 import uuid
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict
@@ -52,6 +54,7 @@ class EngineService:
         self.updates = 0   # weight transfers applied
         self._sessions_lock = threading.Lock()
         self._adapter_dir = tempfile.mkdtemp(prefix="proctor-serve-lora-")
+        weakref.finalize(self, shutil.rmtree, self._adapter_dir, True)
 
     def run(self, op: str, fn: Callable[[], Any], timeout: Optional[float] = None) -> Any:
         if self.wedged:
