@@ -47,3 +47,12 @@ def test_sleep_mode_without_a_gpu_says_so():
         pytest.skip("this machine has a GPU: sleep mode is available")
     with pytest.raises(ValueError, match=r"sleep mode frees GPU memory and needs a GPU"):
         VLLMEngine("unused-path", sleep_mode=True)
+
+
+def test_example_training_configs_are_valid():
+    from pathlib import Path
+
+    import yaml
+
+    for path in sorted((Path(__file__).parents[1] / "examples" / "train").glob("*.yaml")):
+        GRPOConfig.from_dict(yaml.safe_load(path.read_text()), where=str(path))

@@ -296,13 +296,17 @@ def test_grpo_trains_on_a_server_it_starts_and_stops(tmp_path):
 
 
 @needs_vllm
-def test_async_generation_stays_within_its_staleness_bound(tmp_path):
+@pytest.mark.parametrize("bound, lags, sampled_by", [(1, [0, 1, 1, 1], [0, 0, 1, 2]), (2, [0, 1, 2, 2], [0, 0, 0, 1])])
+def test_async_generation_stays_within_its_staleness_bound(tmp_path, bound, lags, sampled_by):
     from proctor.trainer.build import build_trainer
 
     _reset_accelerate()
-    trainer = build_trainer(_cfg(tmp_path, async_generation=True, max_staleness=1, max_steps=4))
+    trainer = build_trainer(_cfg(tmp_path, async_generation=True, max_staleness=bound, max_steps=4))
     rows = trainer.train()
-    assert [r["staleness_max"] for r in rows] == [0, 1, 1, 1]     # one step off-policy once the pipe is full
+    # Batch b is sampled by the weights after step b - bound - 1 and learned at step b: lag <= bound.
+    assert [r["staleness_max"] for r in rows] == lags
+    assert [r["rollout_version_max"] for r in rows] == sampled_by
+    assert [r["weight_version"] for r in rows] == [1, 2, 3, 4]
     assert all("time_rollout_wait_s" in r and r["tokens_generated"] > 0 for r in rows)
     # Stale rollouts are corrected: the sequence IS weights are on by default and near 1 here.
     assert all(0.5 < r["is_weight_mean"] < 1.5 for r in rows if "is_weight_mean" in r)
@@ -333,3 +337,31 @@ def test_async_resume_regenerates_the_batches_in_flight(tmp_path):
     resumed.train()
     assert prompts_of(part, 3) == prompts_of(full, 3)
     _reset_accelerate()
+
+
+@needs_vllm
+def test_a_started_server_stops_when_its_trainer_is_killed(tmp_path):
+    import subprocess
+    import sys
+
+    from proctor.trainer.serve import EngineClient, ServerUnreachable
+
+    # A "trainer" that starts a server, prints its URL and is then killed outright.
+    code = ("import sys, time\nfrom proctor.trainer.serve.launch import ManagedServer\n"
+            "from proctor.trainer.tiny_model import tiny_model_path\n"
+            f"s = ManagedServer(str(tiny_model_path(pretrain_steps=0)), {str(tmp_path / 'log')!r}, "
+            "extra_args=['--dtype', 'float32', '--max-model-len', '256'])\n"
+            "print(s.url, flush=True)\ntime.sleep(600)\n")
+    trainer = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    url = trainer.stdout.readline().strip()
+    assert EngineClient(url).health()["status"] == "ok"
+    trainer.kill()
+    trainer.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            EngineClient(url).health(timeout=2)
+        except ServerUnreachable:
+            return
+        time.sleep(0.5)
+    pytest.fail(f"the server at {url} outlived its trainer")

@@ -165,8 +165,12 @@ class GRPOTrainer:
 
         # 6. what happened, per step
         row = self._metrics(step, scored, adv, batch, learn, watch, rounds, time.perf_counter() - t_step)
+        versions = [r.weight_version for r in scored.rollouts]
+        row.update(rollout_version_min=min(versions), rollout_version_max=max(versions))
         if lags:
-            row.update(staleness_mean=sum(lags) / len(lags), staleness_max=max(lags))
+            # the version the engine holds once the queued syncs land (the applied one races the thread)
+            row.update(staleness_mean=sum(lags) / len(lags), staleness_max=max(lags),
+                       weight_version=self.pipeline.next_version)
         if getattr(self.generator, "last_sync", None):
             row["sync_mib"] = self.generator.last_sync["bytes"] / 2**20
         return row

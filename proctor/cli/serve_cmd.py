@@ -7,6 +7,25 @@ from typing import Annotated, Optional
 import typer
 
 
+def _exit_with(pid: int) -> None:
+    """A trainer killed outright cannot stop the server it started: the server stops itself."""
+    import os
+    import threading
+    import time
+
+    def watch() -> None:
+        while True:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(0)
+            except PermissionError:
+                pass   # alive, owned by someone else
+            time.sleep(1.0)
+
+    threading.Thread(target=watch, daemon=True, name="exit-with-parent").start()
+
+
 def serve(
     model: Annotated[str, typer.Argument(help="Model path or hub id; 'tiny' / 'tiny:STEPS' for the offline tiny model.")],
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
@@ -21,6 +40,7 @@ def serve(
     seed: Annotated[int, typer.Option(help="Engine sampling seed.")] = 0,
     op_timeout: Annotated[float, typer.Option(help="Seconds an engine call may take before the server reports it hung.")] = 600.0,
     ready_file: Annotated[Optional[str], typer.Option(help="Write the URL here once ready (for launchers).")] = None,
+    exit_with: Annotated[Optional[int], typer.Option(help="Exit when this process (the launching trainer) is gone.")] = None,
 ) -> None:
     """Serve rollouts from a vLLM engine; trainers push weights to it in buckets, with timeouts.
 
@@ -31,6 +51,8 @@ def serve(
     from proctor.trainer.rollout.vllm_engine import VLLMEngine
     from proctor.trainer.serve.server import serve as run_server
 
+    if exit_with:
+        _exit_with(exit_with)
     path = resolve_model_path(model)
     try:
         engine = VLLMEngine(path, dtype=dtype, max_model_len=max_model_len,

@@ -4,6 +4,7 @@ engine, own memory), on a free port, logging to the run directory, stopped with 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,7 +23,8 @@ class ManagedServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         ready = Path(tempfile.mkdtemp(prefix="proctor-serve-")) / "url"
         cmd = [sys.executable, "-m", "proctor.cli.app", "serve", str(model_path), "--port", "0",
-               "--ready-file", str(ready), *extra_args]
+               "--ready-file", str(ready), "--exit-with", str(os.getpid()), *extra_args]
+        self._ready_dir = ready.parent
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", "1")
         self._log = open(self.log_path, "ab")
@@ -58,6 +60,7 @@ class ManagedServer:
                 self.proc.wait()
         if not self._log.closed:
             self._log.close()
+        shutil.rmtree(self._ready_dir, ignore_errors=True)
         return self.proc.returncode
 
 
