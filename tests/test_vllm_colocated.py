@@ -18,6 +18,7 @@ except Exception as exc:  # noqa: BLE001 - any import failure means no engine he
 
 pytestmark = pytest.mark.skipif(not HAVE_VLLM, reason=WHY if not HAVE_VLLM else "")
 torch = pytest.importorskip("torch")
+from greedy_helpers import hf_greedy  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -36,17 +37,6 @@ def setup():
         ids = tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True)
         prompts.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
     return gen, model, tok, prompts
-
-
-def hf_greedy(model, tok, prompts, n=8):
-    out = []
-    for p in prompts:
-        with torch.no_grad():
-            ids = model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
-                                 do_sample=False, max_new_tokens=n, pad_token_id=tok.pad_token_id,
-                                 eos_token_id=tok.eos_token_id)
-        out.append(tok.decode(ids[0, len(p):].tolist(), skip_special_tokens=True))
-    return out
 
 
 def test_greedy_matches_transformers_then_sync_is_never_stale(setup):

@@ -20,6 +20,7 @@ except Exception as exc:  # noqa: BLE001 - any import failure means no engine he
     HAVE_VLLM, WHY = False, f"vLLM is not importable here: {exc}"
 
 torch = pytest.importorskip("torch")
+from greedy_helpers import hf_greedy  # noqa: E402
 needs_vllm = pytest.mark.skipif(not HAVE_VLLM, reason=WHY if not HAVE_VLLM else "")
 SERVE_ARGS = ["--dtype", "float32", "--max-model-len", "256", "--enable-lora", "--max-lora-rank", "8"]
 
@@ -47,17 +48,6 @@ def learner(server):
         ids = tok.apply_chat_template([{"role": "user", "content": q}], add_generation_prompt=True, tokenize=True)
         prompts.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
     return model, tok, prompts
-
-
-def hf_greedy(model, tok, prompts, n=8):
-    out = []
-    for p in prompts:
-        with torch.no_grad():
-            ids = model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
-                                 do_sample=False, max_new_tokens=n, pad_token_id=tok.pad_token_id,
-                                 eos_token_id=tok.eos_token_id)
-        out.append(tok.decode(ids[0, len(p):].tolist(), skip_special_tokens=True))
-    return out
 
 
 def perturb(params, seed, scale):

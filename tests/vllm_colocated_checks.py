@@ -11,17 +11,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 import torch  # noqa: E402
-
-
-def hf_greedy(model, tok, prompts, n=8):
-    out = []
-    for p in prompts:
-        with torch.no_grad():
-            ids = model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long),
-                                 do_sample=False, max_new_tokens=n, pad_token_id=tok.pad_token_id,
-                                 eos_token_id=tok.eos_token_id)
-        out.append(tok.decode(ids[0, len(p):].tolist(), skip_special_tokens=True))
-    return out
+from greedy_helpers import hf_greedy  # noqa: E402
 
 
 def lora_adapter() -> dict:
