@@ -80,6 +80,20 @@ def rows_from_file(path: str | Path) -> tuple[list[dict[str, Any]], str]:
                      "(or load it with `datasets` and pass it as a source)")
 
 
+def json_lines(text: str, where: str) -> list[tuple[int, Any]]:
+    """(line number, value) for each non-blank line of JSON-lines ``text``; a bad line
+    raises BadRow naming ``where`` and the line."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((n, json.loads(line)))
+        except json.JSONDecodeError as exc:
+            raise BadRow(where, n, "(json)", f"not valid JSON: {exc.msg} at column {exc.colno}") from None
+    return out
+
+
 def _json_rows(path: Path) -> list[dict[str, Any]]:
     import gzip
 
@@ -95,14 +109,7 @@ def _json_rows(path: Path) -> list[dict[str, Any]]:
             raise BadRow(str(path), 0, "(json)", "a .json task file must hold a list of objects")
         rows = data
     else:
-        rows = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise BadRow(str(path), n, "(json)", f"not valid JSON: {exc.msg} at column {exc.colno}") from None
+        rows = [row for _, row in json_lines(text, str(path))]
     for n, row in enumerate(rows, 1):
         if not isinstance(row, dict):
             raise BadRow(str(path), n, "(row)", f"must be a JSON object, got {type(row).__name__}")

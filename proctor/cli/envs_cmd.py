@@ -100,18 +100,16 @@ def check(
 
 
 def _completion_rows(path: Path) -> list[dict[str, Any]]:
+    from proctor.envs.core.sources import BadRow, json_lines
+
     rows = []
     try:
-        lines = path.read_text().splitlines()
+        lines = json_lines(path.read_text(), str(path))
     except OSError as exc:
         raise typer.BadParameter(f"cannot read {path}: {exc.strerror}") from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise typer.BadParameter(f"{path}, row {n}: not JSON ({exc.msg})") from None
+    except BadRow as exc:
+        raise typer.BadParameter(str(exc)) from None
+    for n, row in lines:
         if not isinstance(row, dict) or not isinstance(row.get("completion"), str):
             raise typer.BadParameter(f"{path}, row {n}, field 'completion': missing or not a string")
         if "task_id" not in row and "index" not in row:

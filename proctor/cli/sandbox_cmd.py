@@ -38,15 +38,13 @@ def _load_cases(path: Path) -> list[tuple[str, str]]:
         data = json.loads(text)
         rows = data if isinstance(data, list) else [data]
     except json.JSONDecodeError:
-        rows = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise typer.BadParameter(f"{path}:{n}: not JSON ({exc.msg}); expected a JSON list of "
-                                         "[stdin, expected] pairs or JSON lines of {{\"input\", \"output\"}}")
+        from proctor.envs.core.sources import BadRow, json_lines
+
+        try:
+            rows = [row for _, row in json_lines(text, str(path))]
+        except BadRow as exc:
+            raise typer.BadParameter(f"{exc}; expected a JSON list of [stdin, expected] pairs or JSON lines "
+                                     "of {\"input\", \"output\"}") from None
     cases = []
     for n, row in enumerate(rows, 1):
         if isinstance(row, dict) and isinstance(row.get("input"), str) and isinstance(row.get("output"), str):
