@@ -355,3 +355,26 @@ def test_a_started_server_stops_when_its_trainer_is_killed(tmp_path):
             return
         time.sleep(0.5)
     pytest.fail(f"the server at {url} outlived its trainer")
+
+
+@needs_vllm
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="tensor parallel 2 needs two cores")
+def test_tensor_parallel_server_syncs_every_worker(learner, tmp_path, monkeypatch):
+    from proctor.trainer.rollout.vllm_server import VLLMServerGenerator
+    from proctor.trainer.serve.launch import ManagedServer
+    from proctor.trainer.tiny_model import tiny_model_path
+
+    model, tok, prompts = learner
+    # vLLM's CPU workers each bind a core: one NUMA node here, so name the cores.
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "0|1")
+    srv = ManagedServer(str(tiny_model_path(pretrain_steps=0)), tmp_path / "tp.log",
+                        extra_args=["--dtype", "float32", "--max-model-len", "256", "--tensor-parallel-size", "2"])
+    try:
+        gen = VLLMServerGenerator([srv.url], model, tok)
+        assert gen.greedy(prompts, 8) == hf_greedy(model, tok, prompts)
+        perturb(model.parameters(), 5, 0.05)
+        gen.sync_weights()                      # each worker process reloads its shard
+        assert gen.versions() == [1]
+        assert gen.greedy(prompts, 8) == hf_greedy(model, tok, prompts)
+    finally:
+        srv.close()
