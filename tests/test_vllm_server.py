@@ -210,7 +210,8 @@ def test_absent_server_says_how_to_start_one():
 
 
 class StuckEngine:
-    """An engine whose weight reload never returns (a stand-in for a wedged collective)."""
+    """An engine whose weight reload never returns (a stand-in for a wedged collective)
+    and whose generation is slow (a long but live request)."""
 
     weight_version = 0
     model_path = "stuck-model"
@@ -223,6 +224,7 @@ class StuckEngine:
         return version
 
     def generate(self, prompts, **kw):
+        time.sleep(1.0)
         return []
 
 
@@ -237,6 +239,12 @@ def test_server_reports_the_engine_call_that_hung_and_stays_answerable():
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         client = EngineClient(f"http://127.0.0.1:{httpd.server_address[1]}", sync_timeout_s=10)
+        # A slow generation fails its caller but does not condemn the server.
+        with pytest.raises(EngineServerError, match=r"generate \(1 prompts × n=1\) did not finish within 0 s .*still "
+                                                    r"running it"):
+            client.generate([[1, 2]])
+        time.sleep(0.7)
+        assert client.health()["status"] == "ok"
         blobs = serialize_buckets([("w", torch.zeros(4))], 1 << 20)
         with pytest.raises(EngineServerError, match=r"reload_weights \(1 tensors.*did not finish within 0 s.*wedged"):
             client.push(blobs, version=1)

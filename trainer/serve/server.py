@@ -56,7 +56,10 @@ class EngineService:
         self._adapter_dir = tempfile.mkdtemp(prefix="proctor-serve-lora-")
         weakref.finalize(self, shutil.rmtree, self._adapter_dir, True)
 
-    def run(self, op: str, fn: Callable[[], Any], timeout: Optional[float] = None) -> Any:
+    def run(self, op: str, fn: Callable[[], Any], timeout: Optional[float] = None, wedge: bool = True) -> Any:
+        """``fn`` on the engine thread within the time limit. A weight or memory call that
+        overruns marks the server wedged (its state is unknown); a long generation only
+        fails its caller, and later calls queue behind it with a message saying so."""
         if self.wedged:
             raise HTTPFail(503, f"the engine is wedged: {self.wedged}; restart `proctor serve`")
         limit = self.op_timeout if timeout is None else timeout
@@ -74,6 +77,9 @@ class EngineService:
         except FutureTimeout:
             busy = self._busy
             if busy is not None and busy[0] == op:
+                if not wedge:
+                    raise HTTPFail(504, f"{op} did not finish within {limit:.0f} s on the server (the engine is "
+                                        "still running it; raise --op-timeout for longer generations)") from None
                 self.wedged = f"{op} started {time.monotonic() - busy[1]:.0f} s ago and has not returned"
                 raise HTTPFail(504, f"{op} did not finish within {limit:.0f} s on the server; the engine thread is "
                                     "still inside it and the server is now marked wedged") from None
@@ -103,7 +109,7 @@ class EngineService:
             groups = self.engine.generate(prompts, **kwargs)
             return self.engine.weight_version, groups   # read on the engine thread: the version that sampled
 
-        version, groups = self.run(f"generate ({len(prompts)} prompts × n={kwargs.get('n', 1)})", call)
+        version, groups = self.run(f"generate ({len(prompts)} prompts × n={kwargs.get('n', 1)})", call, wedge=False)
         return {"weight_version": version, "groups": [[asdict(s) for s in g] for g in groups]}
 
     def begin(self, req: dict[str, Any]) -> dict[str, Any]:
