@@ -42,6 +42,7 @@ from typing import Any, Callable
 from proctor.envs.code import CodeVerifier, humaneval_source
 from proctor.envs.core.types import Task, Verdict
 from proctor.sandbox import Limits, Sandbox
+from machine import cpu_model, usable_cpus  # bench/machine.py: run as `python bench/...`
 
 F = "```"
 
@@ -129,16 +130,12 @@ def percentile(values: list[float], q: float) -> float:
 def machine_info() -> dict[str, Any]:
     info: dict[str, Any] = {
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "nproc": usable_cpus(),
         "loadavg_start": [round(x, 2) for x in os.getloadavg()],
         "kernel": platform.release(),
         "python": sys.version.split()[0],
+        "cpu_model": cpu_model(),
     }
-    try:
-        with open("/proc/cpuinfo") as fh:
-            info["cpu_model"] = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
-    except OSError:
-        pass
     try:
         import docker
 

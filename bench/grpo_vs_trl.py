@@ -51,6 +51,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
+from machine import cpu_model, memory_gib  # bench/machine.py: run as `python bench/...`
 
 FRAMEWORKS = ("trl", "proctor")
 ENV_ID = "proctor/Arithmetic-v0"
@@ -276,19 +277,7 @@ def worker_main(args: argparse.Namespace) -> None:
 
 # ============================================================================ the driver
 def _machine() -> dict[str, Any]:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    except (ValueError, OSError):
-        mem_gib = float("nan")
-    return {"nproc": os.cpu_count(), "cpu": cpu, "mem_gib": round(mem_gib, 1), "python": platform.python_version(),
+    return {"nproc": os.cpu_count(), "cpu": cpu_model() or platform.processor(), "mem_gib": round(memory_gib(), 1), "python": platform.python_version(),
             "platform": platform.platform(), "loadavg_start": os.getloadavg()}
 
 

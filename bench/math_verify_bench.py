@@ -29,6 +29,7 @@ import sys
 import time
 from fractions import Fraction
 from pathlib import Path
+from machine import cpu_model  # bench/machine.py: run as `python bench/...`
 
 os.environ["OMP_NUM_THREADS"] = "1"
 
@@ -663,15 +664,7 @@ def print_tables(ours: dict, theirs: dict, mix: list[dict], machine: dict) -> No
 
 
 def machine_info(cases: list[dict]) -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"nproc": os.cpu_count(), "cpu": cpu, "python": platform.python_version(),
+    return {"nproc": os.cpu_count(), "cpu": cpu_model() or platform.processor() or platform.machine(), "python": platform.python_version(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "load_start": round(os.getloadavg()[0], 2), "load_end": None,
             "positives": sum(c["label"] for c in cases)}

@@ -46,6 +46,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
+from machine import cpu_model, memory_gib, usable_cpus  # bench/machine.py: run as `python bench/...`
 
 # --------------------------------------------------------------------------- the job
 
@@ -375,24 +376,15 @@ def machine_info() -> dict:
     info: dict = {
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "hostname": platform.node(),
-        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "nproc": usable_cpus(),
         "cpu_count": os.cpu_count(),
         "loadavg_start": [round(x, 2) for x in os.getloadavg()],
         "kernel": platform.release(),
         "bench_python": sys.version.split()[0],
         "host_python": host_python(),
     }
-    try:
-        with open("/proc/cpuinfo") as fh:
-            info["cpu_model"] = next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "")
-    except OSError:
-        info["cpu_model"] = ""
-    try:
-        with open("/proc/meminfo") as fh:
-            kb = int(next(ln.split()[1] for ln in fh if ln.startswith("MemTotal")))
-        info["mem_gib"] = round(kb / 2**20, 1)
-    except (OSError, StopIteration, ValueError):
-        pass
+    info["cpu_model"] = cpu_model()
+    info["mem_gib"] = round(memory_gib(), 1)
     try:
         info["host_python_version"] = subprocess.run(
             [host_python(), "-c", "import platform; print(platform.python_version())"],
