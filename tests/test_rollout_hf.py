@@ -8,6 +8,7 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch = pytest.importorskip("torch")
+from engine_reference import hf_logprobs  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -38,11 +39,7 @@ def test_groups_in_prompt_order_with_sampler_logprobs(model_and_tokenizer):
             assert list(r.prompt_ids) == prompt and len(r.logprobs) == len(r.completion_ids) <= 6
             assert r.finish_reason in ("stop", "length") and (r.truncated == (r.finish_reason == "length"))
             # The learner's log-probs of the same tokens at the same temperature agree.
-            ids = torch.tensor([list(r.prompt_ids) + list(r.completion_ids)])
-            with torch.no_grad():
-                logits = model(ids).logits[0, len(r.prompt_ids) - 1:-1].float() / 0.7
-            lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(r.completion_ids).unsqueeze(-1)).squeeze(-1)
-            assert torch.allclose(lp, torch.tensor(r.logprobs), atol=1e-4)
+            assert torch.allclose(hf_logprobs(model, r, 0.7), torch.tensor(r.logprobs), atol=1e-4)
 
 
 def test_seed_makes_sampling_reproducible_and_version_counts_syncs(model_and_tokenizer):

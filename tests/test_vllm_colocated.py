@@ -18,7 +18,7 @@ except Exception as exc:  # noqa: BLE001 - any import failure means no engine he
 
 pytestmark = pytest.mark.skipif(not HAVE_VLLM, reason=WHY if not HAVE_VLLM else "")
 torch = pytest.importorskip("torch")
-from greedy_helpers import hf_greedy  # noqa: E402
+from engine_reference import hf_greedy, hf_logprobs  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +64,8 @@ def test_rollouts_carry_version_and_sampler_logprobs(setup):
     for group in groups:
         for r in group:
             assert r.weight_version == gen.weight_version and len(r.logprobs) == len(r.completion_ids)
-            ids = torch.tensor([list(r.prompt_ids) + list(r.completion_ids)])
-            with torch.no_grad():
-                logits = model(ids).logits[0, len(r.prompt_ids) - 1:-1].float() / 0.9
-            lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(r.completion_ids).unsqueeze(-1)).squeeze(-1)
             # Sampler and learner agree on the same weights (float32, different kernels).
-            assert torch.allclose(lp, torch.tensor(r.logprobs), atol=2e-3)
+            assert torch.allclose(hf_logprobs(model, r, 0.9), torch.tensor(r.logprobs), atol=2e-3)
 
 
 def test_lora_learner_syncs_its_merged_weights(setup):

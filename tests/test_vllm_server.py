@@ -20,7 +20,7 @@ except Exception as exc:  # noqa: BLE001 - any import failure means no engine he
     HAVE_VLLM, WHY = False, f"vLLM is not importable here: {exc}"
 
 torch = pytest.importorskip("torch")
-from greedy_helpers import hf_greedy  # noqa: E402
+from engine_reference import hf_greedy, hf_logprobs  # noqa: E402
 needs_vllm = pytest.mark.skipif(not HAVE_VLLM, reason=WHY if not HAVE_VLLM else "")
 SERVE_ARGS = ["--dtype", "float32", "--max-model-len", "256", "--enable-lora", "--max-lora-rank", "8"]
 
@@ -89,11 +89,7 @@ def test_server_rollouts_carry_version_and_sampler_logprobs(server, learner):
     assert [len(g) for g in groups] == [3, 3]
     for r in (r for g in groups for r in g):
         assert r.weight_version == 1 and len(r.logprobs) == len(r.completion_ids)
-        ids = torch.tensor([list(r.prompt_ids) + list(r.completion_ids)])
-        with torch.no_grad():
-            logits = model(ids).logits[0, len(r.prompt_ids) - 1:-1].float() / 0.9
-        lp = torch.log_softmax(logits, -1).gather(-1, torch.tensor(r.completion_ids).unsqueeze(-1)).squeeze(-1)
-        assert torch.allclose(lp, torch.tensor(r.logprobs), atol=2e-3)
+        assert torch.allclose(hf_logprobs(model, r, 0.9), torch.tensor(r.logprobs), atol=2e-3)
 
 
 @needs_vllm

@@ -11,7 +11,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 import torch  # noqa: E402
-from greedy_helpers import hf_greedy  # noqa: E402
+from engine_reference import hf_greedy  # noqa: E402
 
 
 def lora_adapter() -> dict:
