@@ -40,17 +40,15 @@ def setup():
 
 
 def test_greedy_matches_transformers_then_sync_is_never_stale(setup):
-    from proctor.trainer.rollout.vllm_colocated import greedy_texts
-
     gen, model, tok, prompts = setup
-    assert greedy_texts(gen, prompts, 8) == hf_greedy(model, tok, prompts)
-    before = greedy_texts(gen, prompts, 8)
+    assert gen.greedy(prompts, 8) == hf_greedy(model, tok, prompts)
+    before = gen.greedy(prompts, 8)
     with torch.no_grad():                                  # what an optimizer step does: new weights
         g = torch.Generator().manual_seed(0)
         for p in model.parameters():
             p.add_(torch.randn(p.shape, generator=g) * 0.05)
     assert gen.sync_weights(force=True) and gen.weight_version == 1
-    after = greedy_texts(gen, prompts, 8)
+    after = gen.greedy(prompts, 8)
     assert after == hf_greedy(model, tok, prompts)        # the engine samples from the new weights
     assert after != before
 
@@ -71,8 +69,6 @@ def test_rollouts_carry_version_and_sampler_logprobs(setup):
 def test_lora_learner_syncs_its_merged_weights(setup):
     from peft import LoraConfig, get_peft_model
 
-    from proctor.trainer.rollout.vllm_colocated import greedy_texts
-
     gen, model, tok, prompts = setup
     lora = get_peft_model(model, LoraConfig(r=4, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
     with torch.no_grad():                          # trained adapters: B no longer zero
@@ -88,8 +84,8 @@ def test_lora_learner_syncs_its_merged_weights(setup):
             expected = hf_greedy(lora.get_base_model(), tok, prompts)
         finally:
             lora.unmerge_adapter()
-        assert greedy_texts(gen, prompts, 8) == expected
-        assert not any("lora_" in n for n, _ in gen._weights_to_push())
+        assert gen.greedy(prompts, 8) == expected
+        assert not any("lora_" in n for n, _ in gen.snapshot(copy=False)[1])
     finally:
         gen.learner = model
 

@@ -164,16 +164,7 @@ class GRPOTrainer:
                 self.generator.sync_weights()
 
         # 6. what happened, per step
-        row = self._metrics(step, scored, adv, batch, learn, watch, rounds, time.perf_counter() - t_step)
-        versions = [r.weight_version for r in scored.rollouts]
-        row.update(rollout_version_min=min(versions), rollout_version_max=max(versions))
-        if lags:
-            # the version the engine holds once the queued syncs land (the applied one races the thread)
-            row.update(staleness_mean=sum(lags) / len(lags), staleness_max=max(lags),
-                       weight_version=self.pipeline.next_version)
-        if getattr(self.generator, "last_sync", None):
-            row["sync_mib"] = self.generator.last_sync["bytes"] / 2**20
-        return row
+        return self._metrics(step, scored, adv, batch, learn, watch, rounds, time.perf_counter() - t_step, lags)
 
     # ================================================================== the parts
     def draw_prompts(self, n: int) -> list[SuiteItem]:
@@ -365,8 +356,8 @@ class GRPOTrainer:
         return int(sum(lens) / len(lens)) if lens else self.cfg.max_new_tokens
 
     def _metrics(self, step: int, scored: Scored, adv: Any, batch: TrainBatch, learn: dict[str, float],
-                 watch: Stopwatch, rounds: int, step_s: float) -> dict[str, Any]:
-        return step_metrics(self, step, scored, adv, learn, watch, rounds, step_s)
+                 watch: Stopwatch, rounds: int, step_s: float, lags: Optional[list[int]] = None) -> dict[str, Any]:
+        return step_metrics(self, step, scored, adv, learn, watch, rounds, step_s, lags)
 
     def resume(self, where: str) -> None:
         path = checkpoint.latest_checkpoint(self.cfg.output_dir) if where == "latest" else Path(where)

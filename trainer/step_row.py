@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from proctor.envs import EnvSuite
 
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def step_metrics(trainer: "GRPOTrainer", step: int, scored: "Scored", adv: Any, learn: dict[str, float],
-                 watch: Stopwatch, rounds: int, step_s: float) -> dict[str, Any]:
+                 watch: Stopwatch, rounds: int, step_s: float, lags: Optional[list[int]] = None) -> dict[str, Any]:
     """The step's row: rewards, zero-signal, the token ledger, the sampler mismatch, time, memory."""
     g = trainer.cfg.group_size
     judged = [v for v in scored.verdicts if v.scored]
@@ -64,9 +64,16 @@ def step_metrics(trainer: "GRPOTrainer", step: int, scored: "Scored", adv: Any, 
         "memory_kind": kind,
         "peak_memory_bytes": peak,
         "memory_peak_gb": peak / 2**30,
-        "weight_version": trainer.generator.weight_version,
+        # async: the version the engine holds once the queued syncs land (the applied one races the thread)
+        "weight_version": trainer.pipeline.next_version if lags else trainer.generator.weight_version,
+        "rollout_version_min": min(r.weight_version for r in scored.rollouts),
+        "rollout_version_max": max(r.weight_version for r in scored.rollouts),
         "turns_max": getattr(trainer, "_turns", 1),
     }
+    if lags:
+        row.update(staleness_mean=sum(lags) / len(lags), staleness_max=max(lags))
+    if getattr(trainer.generator, "last_sync", None):
+        row["sync_mib"] = trainer.generator.last_sync["bytes"] / 2**20
     for env, rep in EnvSuite.report(scored.items, scored.verdicts).items():
         row[f"env_{env}_reward"] = rep["reward_mean"]
         row[f"env_{env}_pass_rate"] = rep["pass_rate"]

@@ -44,7 +44,7 @@ class VLLMColocatedGenerator:
         eos = tokenizer.eos_token_id
         self.stop_ids = [eos] if isinstance(eos, int) else list(eos or [])
         if self.adapter_sync:   # the engine serves the adapter from the first rollout on
-            self._push_adapter(version=0)
+            self.apply(self.snapshot(), version=0)
 
     @property
     def weight_version(self) -> int:
@@ -76,12 +76,6 @@ class VLLMColocatedGenerator:
     def restore(self, version: int) -> None:
         """After a resume: the engine takes the restored learner's policy, under its version."""
         self.apply(self.snapshot(copy=False), version=version)
-
-    def _push_adapter(self, version: Optional[int] = None) -> None:
-        self.apply(("lora", adapter_state(self.learner)), version=version)
-
-    def _weights_to_push(self) -> list[tuple[str, Any]]:
-        return policy_weights(self.learner)
 
     # ------------------------------------------------------------------ sampling
     def generate(self, prompts: Sequence[list[int]], params: SamplingParams) -> list[list[Rollout]]:
@@ -116,9 +110,4 @@ class VLLMColocatedGenerator:
         return synced
 
 
-def greedy_texts(generator: Any, prompts: Sequence[list[int]], max_new_tokens: int) -> list[str]:
-    """Greedy completions (for checks against transformers on the same weights)."""
-    return generator.greedy(prompts, max_new_tokens)
-
-
-__all__ = ["VLLMColocatedGenerator", "greedy_texts"]
+__all__ = ["VLLMColocatedGenerator"]

@@ -115,6 +115,7 @@ class VLLMEngine:
         self.tokenizer = self.llm.get_tokenizer()
         self.weight_version = 0
         self.lora_dir: Optional[str] = None
+        self._lora_fresh = False   # a new adapter waits to be loaded in place by the next request
         self.released: set[str] = set()   # what sleep freed: "weights", "kv_cache"
 
     # ------------------------------------------------------------------ updates
@@ -134,7 +135,7 @@ class VLLMEngine:
         if "weights" in self.released:
             raise RuntimeError("the vLLM engine's weights are released (asleep): wake_up(['weights']) first")
         self.lora_dir = adapter_dir
-        self._lora_fresh = True   # the next request reloads it in place
+        self._lora_fresh = True
         return self._bump(version)
 
     def _bump(self, version: Optional[int]) -> int:
@@ -147,8 +148,7 @@ class VLLMEngine:
             return None
         from vllm.lora.request import LoRARequest
 
-        fresh = getattr(self, "_lora_fresh", False)
-        self._lora_fresh = False
+        fresh, self._lora_fresh = self._lora_fresh, False
         return LoRARequest("policy", LORA_ID, self.lora_dir, load_inplace=fresh)
 
     # ------------------------------------------------------------------ sampling
