@@ -8,7 +8,7 @@ drift), with the sampler's log-probs kept for importance-sampling corrections.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, Literal, Optional, Protocol, Sequence, runtime_checkable
 
 FinishReason = Literal["stop", "length"]
 
@@ -56,6 +56,12 @@ class Rollout:
     @property
     def truncated(self) -> bool:
         return self.finish_reason == "length"
+
+
+def stop_token_ids(tokenizer: Any) -> list[int]:
+    """The ids that end a completion: the tokenizer's eos id, or its list of them."""
+    eos = tokenizer.eos_token_id
+    return [eos] if isinstance(eos, int) else list(eos or [])
 
 
 @runtime_checkable

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import torch
 
-from .base import Rollout, SamplingParams
+from .base import Rollout, SamplingParams, stop_token_ids
 
 
 class TransformersGenerator:
@@ -24,8 +24,7 @@ class TransformersGenerator:
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.weight_version = 0
-        eos = tokenizer.eos_token_id
-        self.stop_ids = {eos} if isinstance(eos, int) else set(eos or ())
+        self.stop_ids = set(stop_token_ids(tokenizer))
 
     def sync_weights(self, force: bool = False) -> bool:
         self.weight_version += 1

@@ -14,7 +14,7 @@ import tempfile
 import weakref
 from typing import Any, Literal, Optional, Sequence
 
-from .base import Rollout, SamplingParams
+from .base import Rollout, SamplingParams, stop_token_ids
 from .vllm_engine import VLLMEngine
 from .weights import adapter_state, is_peft, policy_weights, unwrap, write_adapter
 
@@ -41,8 +41,7 @@ class VLLMColocatedGenerator:
         self._adapter_dir = tempfile.mkdtemp(prefix="proctor-lora-") if self.adapter_sync else None
         if self._adapter_dir:
             weakref.finalize(self, shutil.rmtree, self._adapter_dir, True)
-        eos = tokenizer.eos_token_id
-        self.stop_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        self.stop_ids = stop_token_ids(tokenizer)
         if self.adapter_sync:   # the engine serves the adapter from the first rollout on
             self.apply(self.snapshot(), version=0)
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Literal, Optional, Sequence
 
 from ..serve.client import EngineClient, serialize_buckets
 from ..serve.errors import EngineServerError
-from .base import Rollout, SamplingParams
+from .base import Rollout, SamplingParams, stop_token_ids
 from .weights import adapter_state, is_peft, policy_weights
 
 
@@ -46,8 +46,7 @@ class VLLMServerGenerator:
                     f"the learner trains LoRA adapters but the server(s) {', '.join(no_lora)} were started without "
                     "--enable-lora: restart them with `proctor serve MODEL --enable-lora --max-lora-rank R`, or set "
                     "vllm_lora_sync: merged to push merged weights")
-        eos = tokenizer.eos_token_id
-        self.stop_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        self.stop_ids = stop_token_ids(tokenizer)
         self.weight_version = 0
         self.last_sync: dict[str, float] = {}
         # The servers may have loaded anything: start them all from the learner's weights
