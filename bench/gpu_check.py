@@ -71,7 +71,7 @@ def main() -> None:
 
     from proctor.trainer.build import build_trainer
     from proctor.trainer.config import GRPOConfig
-    from proctor.trainer.tiny_model import HEAD_DIM, count_parameters, make_tiny_model
+    from proctor.tiny_model import HEAD_DIM, count_parameters, make_tiny_model
 
     model_dir = out / "model"
     if not (model_dir / "config.json").exists():

@@ -65,7 +65,7 @@ def child(algorithm: str, steps: int, prompts: int, group: int) -> dict:
 
 
 def predicted(model_path: str, prompts: int, group: int, completion_len: float) -> dict:
-    from proctor.trainer.plan import PlanInput, plan
+    from proctor.plan import PlanInput, plan
 
     result = plan(PlanInput(model=model_path, algorithm="both", precision="fp32", optimizer="adamw", kl=False,
                             group_size=group, batch_size=prompts, prompt_len=16,

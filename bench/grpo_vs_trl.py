@@ -265,7 +265,7 @@ def run_proctor(args: argparse.Namespace, model_path: str, out_dir: str) -> dict
 
 
 def worker_main(args: argparse.Namespace) -> None:
-    from proctor.trainer.tiny_model import tiny_model_path
+    from proctor.tiny_model import tiny_model_path
 
     model_path = str(tiny_model_path(pretrain_steps=args.model_steps))
     with tempfile.TemporaryDirectory(prefix=f"grpo_vs_trl_{args.worker}_") as out_dir:

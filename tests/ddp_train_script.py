@@ -12,7 +12,7 @@ import torch
 from proctor.envs import EnvSuite, ListSource, Task, VerifiableEnv, Verdict, Verifier
 from proctor.trainer.config import GRPOConfig
 from proctor.trainer.grpo import GRPOTrainer
-from proctor.trainer.tiny_model import tiny_model_path
+from proctor.tiny_model import tiny_model_path
 
 
 class DigitShare(Verifier):

@@ -16,7 +16,7 @@ import pytest
 
 @pytest.mark.slow
 def test_two_processes_train_the_same_weights(tmp_path):
-    from proctor.trainer.tiny_model import tiny_model_path
+    from proctor.tiny_model import tiny_model_path
 
     tiny_model_path(pretrain_steps=0)   # build it once here, not in two processes at once
     script = Path(__file__).with_name("ddp_train_script.py")
@@ -38,7 +38,7 @@ def test_two_processes_share_one_server_and_only_one_pushes(tmp_path):
     pytest.importorskip("vllm", reason="vLLM is not importable here")
     from proctor.trainer.serve import EngineClient
     from proctor.trainer.serve.launch import ManagedServer
-    from proctor.trainer.tiny_model import tiny_model_path
+    from proctor.tiny_model import tiny_model_path
 
     path = tiny_model_path(pretrain_steps=0)
     server = ManagedServer(str(path), tmp_path / "serve.log", extra_args=["--dtype", "float32", "--max-model-len", "256"])

@@ -57,7 +57,7 @@ def fresh_accelerator_state():
 def tiny():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from proctor.trainer.tiny_model import tiny_model_path
+    from proctor.tiny_model import tiny_model_path
 
     path = tiny_model_path(pretrain_steps=0)
     return path, AutoTokenizer.from_pretrained(path), AutoModelForCausalLM

@@ -37,7 +37,7 @@ def fresh_accelerator_state():
 def test_feedback_turns_are_masked_and_sampled_ids_learned_exactly(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from proctor.trainer.tiny_model import tiny_model_path
+    from proctor.tiny_model import tiny_model_path
 
     path = tiny_model_path(pretrain_steps=0)
     tok = AutoTokenizer.from_pretrained(path)

@@ -10,7 +10,7 @@ import typer
 from typer.testing import CliRunner
 
 from proctor.cli.plan_cmd import plan as plan_command
-from proctor.trainer.plan import (PlanInput, load_shape, model_shape_from_model, plan, shape_from_config,
+from proctor.plan import (PlanInput, load_shape, model_shape_from_model, plan, shape_from_config,
                                   shape_from_params, state_cost, training_state)
 
 GB = 10**9
@@ -242,7 +242,7 @@ def test_measured_project_tiny_model_read_from_its_config(tmp_path):
     """The shape is read from the directory's config.json, then checked against the loaded model's tensors."""
     from transformers import AutoModelForCausalLM
 
-    from proctor.trainer.tiny_model import count_parameters, tiny_model_path
+    from proctor.tiny_model import count_parameters, tiny_model_path
 
     path = tiny_model_path()
     shape = load_shape(str(path))

@@ -67,7 +67,7 @@ def test_ppo_trainer_step_holds_a_critic_and_learns(tmp_path):
     from proctor.envs import EnvSuite, ListSource, Task, VerifiableEnv, Verdict, Verifier
     from proctor.trainer.config import GRPOConfig
     from proctor.trainer.ppo import PPOTrainer, ValueModel
-    from proctor.trainer.tiny_model import tiny_model_path
+    from proctor.tiny_model import tiny_model_path
 
     class AlnumShare(Verifier):
         def verify(self, task, completion):

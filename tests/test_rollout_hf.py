@@ -15,7 +15,7 @@ from engine_reference import hf_logprobs  # noqa: E402
 def model_and_tokenizer():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from proctor.trainer.tiny_model import tiny_model_path
+    from proctor.tiny_model import tiny_model_path
 
     path = tiny_model_path(pretrain_steps=0)
     return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)

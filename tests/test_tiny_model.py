@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from proctor.cli.tiny_model_cmd import tiny_model
-from proctor.trainer import tiny_model as tm
+from proctor import tiny_model as tm
 
 
 @pytest.fixture(scope="module")

@@ -124,7 +124,7 @@ def test_grpo_trainer_runs_on_cpu_with_env_rewards(tmp_path: Path,
     import torch
     from trl import GRPOConfig, GRPOTrainer
 
-    from proctor.trainer.tiny_model import tiny_model_path
+    from proctor.tiny_model import tiny_model_path
 
     torch.set_num_threads(1)
     model_dir = tiny_model_path(cache_dir=tmp_path_factory.getbasetemp() / "model-cache", layers=2)

@@ -26,7 +26,7 @@ def setup():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from proctor.trainer.rollout.vllm_colocated import VLLMColocatedGenerator
-    from proctor.trainer.tiny_model import tiny_model_path
+    from proctor.tiny_model import tiny_model_path
 
     path = tiny_model_path(pretrain_steps=0)
     tok = AutoTokenizer.from_pretrained(path)

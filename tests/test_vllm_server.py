@@ -28,7 +28,7 @@ SERVE_ARGS = ["--dtype", "float32", "--max-model-len", "256", "--enable-lora", "
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     from proctor.trainer.serve.launch import ManagedServer
-    from proctor.trainer.tiny_model import tiny_model_path
+    from proctor.tiny_model import tiny_model_path
 
     path = str(tiny_model_path(pretrain_steps=0))
     srv = ManagedServer(path, tmp_path_factory.mktemp("serve") / "serve.log", extra_args=SERVE_ARGS)
@@ -342,7 +342,7 @@ def test_a_started_server_stops_when_its_trainer_is_killed(tmp_path):
 
     # A "trainer" that starts a server, prints its URL and is then killed outright.
     code = ("import sys, time\nfrom proctor.trainer.serve.launch import ManagedServer\n"
-            "from proctor.trainer.tiny_model import tiny_model_path\n"
+            "from proctor.tiny_model import tiny_model_path\n"
             f"s = ManagedServer(str(tiny_model_path(pretrain_steps=0)), {str(tmp_path / 'log')!r}, "
             "extra_args=['--dtype', 'float32', '--max-model-len', '256'])\n"
             "print(s.url, flush=True)\ntime.sleep(600)\n")
@@ -366,7 +366,7 @@ def test_a_started_server_stops_when_its_trainer_is_killed(tmp_path):
 def test_tensor_parallel_server_syncs_every_worker(learner, tmp_path, monkeypatch):
     from proctor.trainer.rollout.vllm_server import VLLMServerGenerator
     from proctor.trainer.serve.launch import ManagedServer
-    from proctor.trainer.tiny_model import tiny_model_path
+    from proctor.tiny_model import tiny_model_path
 
     model, tok, prompts = learner
     # vLLM's CPU workers each bind a core: one NUMA node here, so name the cores.

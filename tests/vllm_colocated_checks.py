@@ -19,7 +19,7 @@ def lora_adapter() -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from proctor.trainer.rollout.vllm_colocated import VLLMColocatedGenerator
-    from proctor.trainer.tiny_model import tiny_model_path
+    from proctor.tiny_model import tiny_model_path
 
     path = str(tiny_model_path(pretrain_steps=0))
     tok = AutoTokenizer.from_pretrained(path)

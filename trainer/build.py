@@ -34,7 +34,7 @@ def build_suite(cfg: GRPOConfig) -> EnvSuite:
 def resolve_model_path(model: str) -> str:
     """A path or hub id as given; "tiny" / "tiny:STEPS" become the offline tiny model's directory."""
     if model == "tiny" or model.startswith("tiny:"):
-        from .tiny_model import tiny_model_path
+        from proctor.tiny_model import tiny_model_path
 
         # 800 pretraining steps (~4 min once, then cached): enough for GRPO to sharpen.
         steps = int(model.split(":", 1)[1]) if ":" in model else 800

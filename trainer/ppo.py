@@ -21,7 +21,7 @@ import torch
 from proctor.envs import EnvSuite
 
 from .algo import kl_estimate, policy_loss
-from .algo.ppo import gae, token_rewards, value_loss, whiten
+from .algo.gae import gae, token_rewards, value_loss, whiten
 from .batch import TrainBatch, build_batch, token_logps
 from .config import GRPOConfig
 from .grpo import GRPOTrainer, Scored

@@ -63,8 +63,8 @@ def plan(
     from rich.console import Console
     from rich.markup import escape
 
-    from proctor.trainer.plan import PlanInput, plan_dict, render
-    from proctor.trainer.plan import plan as make_plan
+    from proctor.plan import PlanInput, plan_dict, render
+    from proctor.plan import plan as make_plan
 
     console = Console()
     if fsdp and zero not in (0, 3):

@@ -30,7 +30,7 @@ def tiny_model(
     """Build a tiny Qwen2/Llama model with its own tokenizer: offline, in seconds, deterministic for a seed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from proctor.trainer.tiny_model import count_parameters, make_tiny_model
+    from proctor.tiny_model import count_parameters, make_tiny_model
 
     console = Console()
     try:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from proctor.trainer.plan.memory import AlgorithmPlan, Plan
-from proctor.trainer.plan.model_shape import human_count
+from .memory import AlgorithmPlan, Plan
+from .model_shape import human_count
 
 _UNITS = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from proctor.trainer.plan.model_shape import ModelShape
+from .model_shape import ModelShape
 
 Optimizer = Literal["adamw", "adamw8bit", "sgd"]
 Precision = Literal["bf16-mixed", "bf16", "fp32"]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from proctor.trainer.plan.costs import state_cost, weight_bytes
-from proctor.trainer.plan.model_shape import ModelShape
+from .costs import state_cost, weight_bytes
+from .model_shape import ModelShape
 
 if TYPE_CHECKING:
-    from proctor.trainer.plan.memory import PlanInput
+    from .memory import PlanInput
 
 
 def assumptions(inp: "PlanInput", shape: ModelShape) -> list[str]:

@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal, Optional, Union
 
-from proctor.trainer.plan.assumptions import assumptions
-from proctor.trainer.plan.costs import OPTIMIZERS, PRECISIONS, StateCost, state_cost, training_state, weight_bytes
-from proctor.trainer.plan.model_shape import ModelShape, human_count, load_shape, shape_from_params
+from .assumptions import assumptions
+from .costs import OPTIMIZERS, PRECISIONS, StateCost, state_cost, training_state, weight_bytes
+from .model_shape import ModelShape, human_count, load_shape, shape_from_params
 
 Algorithm = Literal["grpo", "ppo", "both"]
 ALGORITHMS: tuple[str, ...] = ("grpo", "ppo", "both")

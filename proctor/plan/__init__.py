@@ -1,11 +1,11 @@
 """``proctor plan``: GPU memory and rollout tokens of an RL step, PPO beside GRPO, before renting GPUs."""
 
-from proctor.trainer.plan.costs import StateCost, TrainingState, state_cost, training_state, weight_bytes
-from proctor.trainer.plan.memory import (AlgorithmPlan, Component, Plan, PlanInput, activation_bytes, plan,
+from .costs import StateCost, TrainingState, state_cost, training_state, weight_bytes
+from .memory import (AlgorithmPlan, Component, Plan, PlanInput, activation_bytes, plan,
                                          plan_algorithm)
-from proctor.trainer.plan.model_shape import (ModelShape, load_shape, model_shape_from_model, shape_from_config,
+from .model_shape import (ModelShape, load_shape, model_shape_from_model, shape_from_config,
                                               shape_from_params)
-from proctor.trainer.plan.report import human_bytes, plan_dict, render
+from .render import human_bytes, plan_dict, render
 
 __all__ = [
     "AlgorithmPlan", "Component", "ModelShape", "Plan", "PlanInput", "StateCost", "TrainingState",
