@@ -28,7 +28,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ...sandbox import Job, Limits, Result, Sandbox
 from ..core.types import Task, Verdict
-from ..core.verifier import Verifier
+from ..core.verifier import Verifier, all_verdicts
 from .extract import after_thinking, extract_code, normalize_language, python_parses
 from .feedback import failure_feedback, tail
 
@@ -116,7 +116,7 @@ class CodeVerifier(Verifier):
             results = self.sandbox.run_many(jobs)
             for (i, code_chars), job, result in zip(where, jobs, results):
                 verdicts[i] = self.score(tasks[i], job, result, code_chars)
-        return [v for v in verdicts if v is not None]
+        return all_verdicts(verdicts, f"{type(self).__name__}.verify_batch")
 
     def extract(self, task: Task, completion: str) -> Optional[Extracted]:
         """The code in ``completion`` and the program to run for it, or None when there is none."""

@@ -13,6 +13,7 @@ import numpy as np
 from .env import VerifiableEnv
 from .spaces import ChatSpace, TextSpace
 from .types import Prompt, Task, Verdict
+from .verifier import all_verdicts
 
 
 @dataclass(frozen=True)
@@ -68,9 +69,12 @@ class EnvSuite(gym.Env):
         out: list[Optional[Verdict]] = [None] * len(items)
         for name, idx in by_env.items():
             verdicts = self.envs[name].score_batch([items[i].task for i in idx], [completions[i] for i in idx])
+            if len(verdicts) != len(idx):
+                raise RuntimeError(f"env {name!r}: score_batch returned {len(verdicts)} verdicts for {len(idx)} "
+                                   "completions; it must return one per completion, in order")
             for i, v in zip(idx, verdicts):
                 out[i] = v
-        return [v for v in out if v is not None]
+        return all_verdicts(out, "EnvSuite.score_batch")
 
     def prompt_of(self, item: SuiteItem) -> Prompt:
         return self.envs[item.env].prompt_of(item.task)

@@ -118,6 +118,18 @@ def _check_lengths(tasks: Sequence[Task], completions: Sequence[str]) -> None:
         raise ValueError(f"{len(tasks)} tasks but {len(completions)} completions: they go in pairs")
 
 
+def all_verdicts(out: Sequence[Optional[Verdict]], where: str) -> list[Verdict]:
+    """``out`` as a list of verdicts, one per input; a missing one raises.
+
+    Dropping the gaps instead would make the list short, and every later reward would
+    land on the wrong completion."""
+    missing = [i for i, v in enumerate(out) if v is None]
+    if missing:
+        raise RuntimeError(f"{where}: no verdict for {len(missing)} of {len(out)} completions (first: index "
+                           f"{missing[0]}); a verifier must return one verdict per completion")
+    return list(out)  # type: ignore[arg-type]
+
+
 def exact_verdict(correct: bool, *, info: Optional[dict] = None, feedback: Optional[str] = None,
                   name: str = "correct") -> Verdict:
     """A 0/1 verdict with its one part."""
