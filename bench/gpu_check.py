@@ -78,7 +78,7 @@ def main() -> None:
         heads = args.hidden // HEAD_DIM
         make_tiny_model(model_dir, hidden=args.hidden, layers=args.layers, heads=heads, kv_heads=max(1, heads // 4))
     result["params"] = count_parameters(model_dir)
-    cfg = GRPOConfig(model=str(model_dir), rollout_backend=backend, prompts_per_step=8, group_size=8,
+    cfg = GRPOConfig.from_flat(model=str(model_dir), rollout_backend=backend, prompts_per_step=8, group_size=8,
                      max_new_tokens=128, max_steps=args.steps, output_dir=str(out / "run"),
                      mixed_precision="bf16" if gpu else "no", vllm_sleep="on" if (gpu and backend == "vllm") else "off",
                      generation_batch_size=64, micro_batch_size=16)

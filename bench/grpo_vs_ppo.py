@@ -42,7 +42,7 @@ def child(algorithm: str, steps: int, prompts: int, group: int) -> dict:
     from proctor.trainer.config import GRPOConfig
 
     with tempfile.TemporaryDirectory() as out:
-        cfg = GRPOConfig(model=f"tiny:{MODEL_STEPS}", algorithm=algorithm, prompts_per_step=prompts,
+        cfg = GRPOConfig.from_flat(model=f"tiny:{MODEL_STEPS}", algorithm=algorithm, prompts_per_step=prompts,
                          group_size=group if algorithm == "grpo" else 1, max_new_tokens=8, max_steps=steps,
                          output_dir=out, log_every=10**6)
         trainer = build_trainer(cfg)

@@ -15,7 +15,7 @@ Both trainers run the same job, side by side in one invocation:
            ``on_step_end``; the trainer's ``_generate`` / ``_calculate_rewards`` /
            ``_generate_and_score_completions`` are wrapped with timers (wrappers only, no behaviour change)
            to split a step into generate / score / learn.
-  proctor  ``proctor.trainer.build.build_trainer(GRPOConfig(...))``, ``.train()``; ``trainer.step`` is wrapped
+  proctor  ``proctor.trainer.build.build_trainer(GRPOConfig.from_flat(...))``, ``.train()``; ``trainer.step`` is wrapped
            to timestamp the end of every step the same way; the split comes from the rows' ``time/*_s``.
 
 s/step is the wall time between consecutive step ends (the first step: from its start), so it holds
@@ -209,7 +209,7 @@ def run_proctor(args: argparse.Namespace, model_path: str, out_dir: str) -> dict
     from proctor.trainer.build import build_trainer
     from proctor.trainer.config import GRPOConfig
 
-    cfg = GRPOConfig(
+    cfg = GRPOConfig.from_flat(
         model=model_path,
         envs={"arithmetic": {"id": ENV_ID, "kwargs": dict(ENV_KWARGS)}},
         prompts_per_step=args.prompts, group_size=args.group, max_new_tokens=args.max_new_tokens,

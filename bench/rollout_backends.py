@@ -32,11 +32,11 @@ def child(mode: str, steps: int) -> dict:
     with tempfile.TemporaryDirectory() as out:
         if mode not in ("serial", "overlap"):
             backend, _, pipelined = mode.partition("+")
-            cfg = GRPOConfig(model="tiny:0", rollout_backend=backend, prompts_per_step=8, group_size=8,
+            cfg = GRPOConfig.from_flat(model="tiny:0", rollout_backend=backend, prompts_per_step=8, group_size=8,
                              max_new_tokens=64, max_steps=steps, output_dir=out, log_every=10**6,
                              generation_batch_size=64, async_generation=bool(pipelined), max_staleness=1)
         else:   # overlap on / off, code suite
-            cfg = GRPOConfig(model="tiny:0", prompts_per_step=16, group_size=8, max_new_tokens=48, max_steps=steps,
+            cfg = GRPOConfig.from_flat(model="tiny:0", prompts_per_step=16, group_size=8, max_new_tokens=48, max_steps=steps,
                              output_dir=out, log_every=10**6, generation_batch_size=16,
                              overlap_scoring=(mode == "overlap"),
                              envs={"code": {"id": "proctor/HumanEval-v0", "kwargs": {"extract_fallback": "whole"}}})

@@ -29,7 +29,7 @@ def main(out_dir: str, server_url: str = "") -> None:
              for i in range(12)]
     suite = EnvSuite({"digits": VerifiableEnv(ListSource(tasks), DigitShare())})
     server = dict(rollout_backend="vllm_server", vllm_server_urls=[server_url], max_steps=2) if server_url else {}
-    cfg = GRPOConfig(**{**dict(model=str(path), prompts_per_step=2, group_size=4, max_new_tokens=6, max_steps=1,
+    cfg = GRPOConfig.from_flat(**{**dict(model=str(path), prompts_per_step=2, group_size=4, max_new_tokens=6, max_steps=1,
                                learning_rate=1e-3, micro_batch_size=8, output_dir=out_dir), **server})
     trainer = GRPOTrainer(cfg, suite, AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path))
     start = sum(float(p.double().sum()) for p in trainer.model.parameters())

@@ -68,7 +68,7 @@ def trainer_for(tiny, tmp_path, verifier, **cfg) -> GRPOTrainer:
     env = VerifiableEnv(ListSource(TASKS), verifier)
     settings = dict(model=str(path), prompts_per_step=3, group_size=4, max_new_tokens=6, max_steps=2,
                     learning_rate=1e-3, micro_batch_size=6, output_dir=str(tmp_path / "run"))
-    config = GRPOConfig(**{**settings, **cfg})
+    config = GRPOConfig.from_flat(**{**settings, **cfg})
     return GRPOTrainer(config, EnvSuite({"digits": env}), auto.from_pretrained(path), tok)
 
 
@@ -140,7 +140,7 @@ def test_pass_rate_memory_predicts_zero_signal_and_skips():
 
 def test_config_names_bad_fields():
     with pytest.raises(ValueError, match="group_size"):
-        GRPOConfig(group_size=1)
+        GRPOConfig.from_flat(group_size=1)
     with pytest.raises(ValueError, match="unknown field"):
         GRPOConfig.from_dict({"grup_size": 4})
 
@@ -186,7 +186,7 @@ def test_proctor_train_cli_writes_the_documented_metrics(tmp_path):
     from proctor.cli.app import app
 
     config = tmp_path / "run.yaml"
-    config.write_text("prompts_per_step: 2\ngroup_size: 2\nmax_new_tokens: 4\n")
+    config.write_text("data: {prompts_per_step: 2}\nrollout: {group_size: 2, max_new_tokens: 4}\n")
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["train", "--config", str(config), "--model", "tiny:0", "--max-steps", "2",
                                       "--output-dir", str(out)])
@@ -204,9 +204,9 @@ def test_proctor_train_bad_config_names_the_field(tmp_path):
     from proctor.cli.app import app
 
     config = tmp_path / "bad.yaml"
-    config.write_text("group_size: many\n")
+    config.write_text("rollout: {group_size: many}\n")
     result = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["train", "--config", str(config)])
-    assert result.exit_code == 2 and "group_size" in result.output and "bad.yaml" in result.output
+    assert result.exit_code == 2 and "rollout.group_size" in result.output and "bad.yaml" in result.output
 
 
 def test_resume_continues_exactly(tiny, tmp_path):

@@ -50,7 +50,7 @@ def test_feedback_turns_are_masked_and_sampled_ids_learned_exactly(tmp_path):
     tasks = [Task(id=f"t{i}", prompt=[{"role": "user", "content": f"What is {i} + 1?"}], answer=str(i + 1))
              for i in range(4)]
     env = VerifiableEnv(ListSource(tasks), NeverRight(), max_turns=3)
-    cfg = GRPOConfig(model=str(path), prompts_per_step=2, group_size=4, max_new_tokens=5, max_steps=1,
+    cfg = GRPOConfig.from_flat(model=str(path), prompts_per_step=2, group_size=4, max_new_tokens=5, max_steps=1,
                      output_dir=str(tmp_path))
     trainer = GRPOTrainer(cfg, EnvSuite({"fix": env}), model, tok)
     scored = trainer.rollout(trainer.draw_prompts(2), Stopwatch())
@@ -68,7 +68,7 @@ def test_feedback_turns_are_masked_and_sampled_ids_learned_exactly(tmp_path):
         # No re-tokenization: the ids learned on are the ids that were generated.
         assert batch.targets[i][batch.mask[i] > 0].tolist() == sampled
     with torch.no_grad():
-        logp, _ = token_logps(trainer.model, batch, cfg.temperature)
+        logp, _ = token_logps(trainer.model, batch, cfg.rollout.temperature)
     assert torch.allclose(logp * batch.mask, batch.sampler_logp, atol=1e-4)
     row = trainer.step(1)
     assert row["turns_max"] >= 2 and row["tokens_generated"] > 0

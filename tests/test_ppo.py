@@ -77,7 +77,7 @@ def test_ppo_trainer_step_holds_a_critic_and_learns(tmp_path):
     path = tiny_model_path(pretrain_steps=0)
     tasks = [Task(id=f"t{i}", prompt=[{"role": "user", "content": f"What is {i} + 1?"}], answer=str(i + 1))
              for i in range(8)]
-    cfg = GRPOConfig(model=str(path), algorithm="ppo", group_size=1, prompts_per_step=6, max_new_tokens=6,
+    cfg = GRPOConfig.from_flat(model=str(path), algorithm="ppo", group_size=1, prompts_per_step=6, max_new_tokens=6,
                      max_steps=2, learning_rate=1e-3, critic_learning_rate=1e-3, output_dir=str(tmp_path))
     trainer = PPOTrainer(cfg, EnvSuite({"a": VerifiableEnv(ListSource(tasks), AlnumShare())}),
                          AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path),

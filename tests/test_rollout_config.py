@@ -10,31 +10,31 @@ from proctor.trainer.rollout.factory import use_sleep
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(async_generation=True), r"async_generation needs rollout_backend vllm or vllm_server"),
+    (dict(async_generation=True), r"rollout.async_generation needs rollout.backend vllm or vllm_server"),
     (dict(async_generation=True, rollout_backend="vllm", vllm_sleep="on"), r"cannot sleep"),
     (dict(async_generation=True, rollout_backend="vllm", algorithm="ppo"), r"async_generation is for GRPO"),
-    (dict(rollout_backend="vllm_server", vllm_sleep="on"), r"vllm_sleep: on applies to rollout_backend vllm"),
-    (dict(rollout_backend="vllm", async_generation=True, max_staleness=0), r"max_staleness .* must be >= 1"),
+    (dict(rollout_backend="vllm_server", vllm_sleep="on"), r"rollout.vllm.sleep: on applies to rollout.backend vllm"),
+    (dict(rollout_backend="vllm", async_generation=True, max_staleness=0), r"rollout.max_staleness .* must be >= 1"),
 ])
 def test_incompatible_rollout_settings_are_named(kw, message):
     with pytest.raises(ValueError, match=message):
-        GRPOConfig(**kw)
+        GRPOConfig.from_flat(**kw)
 
 
 def test_bad_backend_names_the_field():
-    with pytest.raises(ValueError, match=r"field rollout_backend"):
-        GRPOConfig.from_dict({"rollout_backend": "sglang"})
+    with pytest.raises(ValueError, match=r"field rollout.backend"):
+        GRPOConfig.from_dict({"rollout": {"backend": "sglang"}})
 
 
 def test_sleep_only_where_it_frees_something():
     import torch
 
     gpu = torch.cuda.is_available()
-    assert use_sleep(GRPOConfig(rollout_backend="vllm")) == gpu            # auto: on with a GPU
-    assert not use_sleep(GRPOConfig(rollout_backend="vllm", vllm_sleep="off"))
-    assert not use_sleep(GRPOConfig(rollout_backend="vllm", async_generation=True))   # generating while learning
-    assert not use_sleep(GRPOConfig(rollout_backend="vllm_server"))
-    assert use_sleep(GRPOConfig(rollout_backend="vllm", vllm_sleep="on"))
+    assert use_sleep(GRPOConfig.from_flat(rollout_backend="vllm").rollout) == gpu            # auto: on with a GPU
+    assert not use_sleep(GRPOConfig.from_flat(rollout_backend="vllm", vllm_sleep="off").rollout)
+    assert not use_sleep(GRPOConfig.from_flat(rollout_backend="vllm", async_generation=True).rollout)   # generating while learning
+    assert not use_sleep(GRPOConfig.from_flat(rollout_backend="vllm_server").rollout)
+    assert use_sleep(GRPOConfig.from_flat(rollout_backend="vllm", vllm_sleep="on").rollout)
 
 
 def test_sleep_mode_without_a_gpu_says_so():

@@ -85,7 +85,7 @@ def test_lora_learner_syncs_its_merged_weights(setup):
         finally:
             lora.unmerge_adapter()
         assert gen.greedy(prompts, 8) == expected
-        assert not any("lora_" in n for n, _ in gen.snapshot(copy=False)[1])
+        assert not any("lora_" in n for n, _ in gen.snapshot(copy=False).payload)
     finally:
         gen.learner = model
 
@@ -99,7 +99,7 @@ def test_grpo_trains_with_vllm_rollouts(tmp_path):
     from proctor.trainer.config import GRPOConfig
 
     AcceleratorState._reset_state(reset_partial_state=True)
-    cfg = GRPOConfig(model="tiny:0", rollout_backend="vllm", prompts_per_step=2, group_size=4, max_new_tokens=6,
+    cfg = GRPOConfig.from_flat(model="tiny:0", rollout_backend="vllm", prompts_per_step=2, group_size=4, max_new_tokens=6,
                      max_steps=2, output_dir=str(tmp_path))
     trainer = build_trainer(cfg)
     rows = trainer.train()

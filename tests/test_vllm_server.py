@@ -65,7 +65,7 @@ def test_server_sync_in_buckets_is_never_stale(server, learner):
     model, tok, prompts = learner
     # 0.25 MiB buckets: the 13 MB tiny model travels as dozens of them, one commit.
     gen = VLLMServerGenerator([srv.url], model, tok, bucket_mb=0.25)
-    assert gen.versions() == [0] and gen.last_sync["buckets"] > 10
+    assert gen.versions() == [0] and gen.last_sync.buckets > 10
     before = gen.greedy(prompts, 8)
     assert before == hf_greedy(model, tok, prompts)
     perturb(model.parameters(), 0, 0.05)                    # what an optimizer step does
@@ -104,7 +104,8 @@ def test_server_serves_lora_adapter_unmerged(server, learner):
     perturb([p for n, p in lora.named_parameters() if "lora_B" in n], 1, 0.3)   # trained adapters
     gen = VLLMServerGenerator([srv.url], lora, tok)
     assert gen.adapter_sync
-    kind, blobs, config = gen.snapshot()
+    snap = gen.snapshot()
+    kind, blobs, config = snap.kind, snap.payload, snap.config
     assert kind == "lora" and config["r"] == 4
     full = sum(p.numel() * p.element_size() for p in model.parameters())
     assert sum(len(b) for b, _ in blobs) < 0.2 * full                          # the adapter only
@@ -267,7 +268,7 @@ def _cfg(tmp_path, **kw):
     base = dict(model="tiny:0", rollout_backend="vllm_server", prompts_per_step=2, group_size=4, max_new_tokens=6,
                 max_steps=2, output_dir=str(tmp_path), vllm_server_args=["--dtype", "float32", "--max-model-len", "256"])
     base.update(kw)
-    return GRPOConfig(**base)
+    return GRPOConfig.from_flat(**base)
 
 
 @needs_vllm

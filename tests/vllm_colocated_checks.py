@@ -32,7 +32,7 @@ def lora_adapter() -> dict:
             p.copy_(torch.randn(p.shape, generator=g) * 0.3)
     gen = VLLMColocatedGenerator(path, lora, tok, dtype="float32", max_model_len=256)
     prompts = [list(tok(q)["input_ids"]) for q in ("What is 2 + 3?", "What is 11 - 4?")]
-    out = {"adapter_sync": gen.adapter_sync, "kind": gen.snapshot()[0],
+    out = {"adapter_sync": gen.adapter_sync, "kind": gen.snapshot().kind,
            "before_equal": gen.greedy(prompts, 8) == hf_greedy(lora, tok, prompts)}
     before = gen.greedy(prompts, 8)
     with torch.no_grad():
@@ -49,7 +49,7 @@ def train(**kw) -> dict:
     from proctor.trainer.build import build_trainer
     from proctor.trainer.config import GRPOConfig
 
-    cfg = GRPOConfig(model="tiny:0", rollout_backend="vllm", prompts_per_step=2, group_size=4, max_new_tokens=6,
+    cfg = GRPOConfig.from_flat(model="tiny:0", rollout_backend="vllm", prompts_per_step=2, group_size=4, max_new_tokens=6,
                      output_dir=sys.argv[2], **kw)
     rows = build_trainer(cfg).train()
     keys = ("weight_version", "staleness_max", "sampler_logp_diff_max", "is_weight_mean", "tokens_generated",

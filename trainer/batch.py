@@ -2,38 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import torch
 
+from .records import TrainBatch
 from .rollout import Rollout
-
-
-@dataclass
-class TrainBatch:
-    """Right-padded prompt+completion rows; per-token tensors are over *target* positions
-    (position j predicts token j+1), with ``mask`` set on completion tokens only."""
-
-    input_ids: torch.Tensor        # [B, L]
-    attention_mask: torch.Tensor   # [B, L]
-    targets: torch.Tensor          # [B, L-1]: input_ids shifted left
-    mask: torch.Tensor             # [B, L-1] float: 1 on the completion's tokens
-    advantages: torch.Tensor       # [B]
-    sampler_logp: torch.Tensor     # [B, L-1]: the sampler's log-probs on the mask, 0 elsewhere
-
-    def __len__(self) -> int:
-        return self.input_ids.shape[0]
-
-    def slice(self, rows: slice) -> "TrainBatch":
-        return TrainBatch(*(t[rows] for t in self._tensors()))
-
-    def select(self, keep: torch.Tensor) -> "TrainBatch":
-        """The rows where ``keep`` (bool [B]) is set."""
-        return TrainBatch(*(t[keep] for t in self._tensors()))
-
-    def _tensors(self) -> tuple[torch.Tensor, ...]:
-        return (self.input_ids, self.attention_mask, self.targets, self.mask, self.advantages, self.sampler_logp)
 
 
 def build_batch(rollouts: Sequence[Rollout], advantages: Sequence[float], keep: Sequence[bool], pad_id: int,
@@ -59,18 +33,111 @@ def build_batch(rollouts: Sequence[Rollout], advantages: Sequence[float], keep: 
             sampler[i, p - 1:p - 1 + c] = torch.tensor(r.logprobs) * mask[i, p - 1:p - 1 + c]
     batch = TrainBatch(ids, attn, ids[:, 1:].clone(), mask, torch.tensor(list(advantages), dtype=torch.float32),
                        sampler)
-    return batch if device is None else TrainBatch(*(t.to(device) for t in (
-        batch.input_ids, batch.attention_mask, batch.targets, batch.mask, batch.advantages, batch.sampler_logp)))
+    return batch if device is None else batch.to(device)
+
+
+# Values per fp32 temporary in the log-softmax: at most 16 MiB, and at most 1/16 of the logits,
+# so the few temporaries stay small beside them while each kernel still has real work.
+# proctor.plan counts the same.
+LOGP_CHUNK_VALUES = 1 << 22
+LOGP_CHUNK_FRACTION = 16
 
 
 def token_logps(model: torch.nn.Module, batch: TrainBatch, temperature: float,
-                with_entropy: bool = False) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-    """Per-target-token log-probs under ``model`` at the sampling temperature (and entropies)."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
-    logits = logits / temperature
-    logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, batch.targets.unsqueeze(-1)).squeeze(-1)
-    entropy = None
-    if with_entropy:
-        entropy = -(logp_all.exp() * logp_all).sum(-1)
-    return logp, entropy
+                with_entropy: bool = False, entropy_grad: bool = False
+                ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """Per-target-token log-probs [B, L-1] under ``model`` at the sampling temperature (and entropies).
+
+    Only the positions from the batch's first masked column on are scored (every position
+    under ``batch.mask`` is): the model is asked for those logits alone (``logits_to_keep``),
+    and earlier positions read 0. :class:`_TokenLogSoftmax` reduces the logits chunk by chunk
+    in fp32 and its backward writes their gradient over them, so a step holds one logits
+    tensor over the kept positions plus a few chunk-sized temporaries. The entropy carries a
+    gradient only with ``entropy_grad`` (an entropy bonus in the loss); otherwise it is a metric.
+    """
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0 (got {temperature})")
+    start = _first_masked_column(batch.mask)
+    kept = batch.targets.shape[1] - start
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, logits_to_keep=kept + 1).logits
+    if logits.shape[1] < kept + 1:
+        raise ValueError(f"{type(model).__name__} returned logits for {logits.shape[1]} positions, fewer than the "
+                         f"{kept + 1} asked for with logits_to_keep: use a transformers causal LM")
+    logp, entropy = _TokenLogSoftmax.apply(logits, batch.targets[:, start:], temperature, with_entropy, entropy_grad)
+    logp = torch.nn.functional.pad(logp, (start, 0))
+    return logp, torch.nn.functional.pad(entropy, (start, 0)) if with_entropy else None
+
+
+def _first_masked_column(mask: torch.Tensor) -> int:
+    """The first target column any row learns on; with nothing masked, the last (one position is
+    still scored, so the loss stays connected to the model and backward runs as usual)."""
+    columns = mask.any(0).nonzero()
+    return int(columns[0]) if len(columns) else max(mask.shape[1] - 1, 0)
+
+
+def _chunks(rows: int, positions: int, vocab: int) -> list[tuple[int, int, int]]:
+    """(row, first, end) spans of logits, row by row: each at most LOGP_CHUNK_VALUES values and
+    1/LOGP_CHUNK_FRACTION of the whole, and never less than one position."""
+    budget = min(LOGP_CHUNK_VALUES, rows * positions * vocab // LOGP_CHUNK_FRACTION)
+    step = max(1, budget // max(vocab, 1))
+    return [(b, s, min(s + step, positions)) for b in range(rows) for s in range(0, positions, step)]
+
+
+class _TokenLogSoftmax(torch.autograd.Function):
+    """log p(target) and entropy of softmax(logits / T), chunk by chunk in fp32.
+
+    ``logits`` [B, S, V] are the model's last S positions; position ``S-1-K+k`` predicts
+    ``targets[:, k]`` (the last position predicts past the row and is not scored). The
+    forward saves the logits themselves, not a copy; the backward overwrites them with their
+    gradient and returns that, so the peak is one logits tensor. Autograd's version counter
+    turns any other reader of the overwritten logits (or a second backward) into an error.
+    """
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, logits: torch.Tensor, targets: torch.Tensor,
+                temperature: float, with_entropy: bool, entropy_grad: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        ctx.set_materialize_grads(False)
+        rows, positions = targets.shape
+        offset = logits.shape[1] - 1 - positions
+        logp = logits.new_empty((rows, positions), dtype=torch.float32)
+        entropy = logits.new_empty((rows, positions) if with_entropy else (0,), dtype=torch.float32)
+        for b, s, e in _chunks(rows, positions, logits.shape[-1]):
+            # The plain computation's arithmetic, one chunk at a time: fp32, / T, log_softmax, gather.
+            lp = torch.log_softmax(logits[b, offset + s:offset + e].float() / temperature, dim=-1)
+            logp[b, s:e] = lp.gather(-1, targets[b, s:e].unsqueeze(-1)).squeeze(-1)
+            if with_entropy:
+                entropy[b, s:e] = -(lp.exp() * lp).sum(-1)
+        ctx.temperature, ctx.offset = temperature, offset
+        ctx.save_for_backward(logits, targets, entropy if with_entropy and entropy_grad else None)
+        if not (with_entropy and entropy_grad):
+            ctx.mark_non_differentiable(entropy)
+        return logp, entropy
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad_logp: Optional[torch.Tensor],
+                 grad_entropy: Optional[torch.Tensor]) -> tuple[Optional[torch.Tensor], None, None, None, None]:
+        logits, targets, entropy = ctx.saved_tensors
+        if entropy is None:
+            grad_entropy = None
+        if grad_logp is None and grad_entropy is None:
+            return None, None, None, None, None
+        grad = logits.detach()   # an alias: the gradient is written over the logits
+        rows, positions = targets.shape
+        offset, temperature = ctx.offset, ctx.temperature
+        grad[:, :offset].zero_()
+        grad[:, offset + positions:].zero_()
+        for b, s, e in _chunks(rows, positions, logits.shape[-1]):
+            z = grad[b, offset + s:offset + e]
+            lp = torch.log_softmax(z.float() / temperature, dim=-1)
+            p = lp.exp()
+            # d log p_t / dz_j = 1[j = t] - p_j  and  d H / dz_j = -p_j (log p_j + H), each / T.
+            out = None
+            if grad_entropy is not None:
+                out = lp.add_(entropy[b, s:e].unsqueeze(-1)).mul_(p).mul_(-grad_entropy[b, s:e].unsqueeze(-1))
+            if grad_logp is not None:
+                g = grad_logp[b, s:e].unsqueeze(-1)
+                p = p.mul_(-g).scatter_add_(-1, targets[b, s:e].unsqueeze(-1), g)
+                out = p if out is None else p.add_(out)
+            z.copy_(out.div_(temperature))
+        return grad, None, None, None, None

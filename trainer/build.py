@@ -11,24 +11,25 @@ from proctor.envs import EnvSuite, VerifiableEnv
 
 from .config import GRPOConfig
 from .grpo import GRPOTrainer
+from .ppo import PPOTrainer, ValueModel
 
 
 def build_suite(cfg: GRPOConfig) -> EnvSuite:
     envs: dict[str, VerifiableEnv] = {}
-    for name, spec in cfg.envs.items():
+    for name, spec in cfg.data.envs.items():
         if not isinstance(spec, dict) or "id" not in spec:
-            raise ValueError(f"config envs.{name}: needs an 'id' (e.g. proctor/Math-v0) and optional 'kwargs'")
+            raise ValueError(f"config data.envs.{name}: needs an 'id' (e.g. proctor/Math-v0) and optional 'kwargs'")
         kwargs = dict(spec.get("kwargs") or {})
-        if cfg.system_prompt is not None:
-            kwargs.setdefault("system_prompt", cfg.system_prompt)
+        if cfg.data.system_prompt is not None:
+            kwargs.setdefault("system_prompt", cfg.data.system_prompt)
         try:
             env = gym.make(spec["id"], **kwargs).unwrapped
         except gym.error.Error as exc:
-            raise ValueError(f"config envs.{name}: {exc}") from None
+            raise ValueError(f"config data.envs.{name}: {exc}") from None
         if not isinstance(env, VerifiableEnv):
-            raise ValueError(f"config envs.{name}: {spec['id']} is not a proctor VerifiableEnv")
+            raise ValueError(f"config data.envs.{name}: {spec['id']} is not a proctor VerifiableEnv")
         envs[name] = env
-    return EnvSuite(envs, cfg.env_weights)
+    return EnvSuite(envs, cfg.data.env_weights)
 
 
 def resolve_model_path(model: str) -> str:
@@ -53,10 +54,8 @@ def load_model(cfg: GRPOConfig) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def build_trainer(cfg: GRPOConfig) -> GRPOTrainer:
+def build_trainer(cfg: GRPOConfig) -> "GRPOTrainer | PPOTrainer":
     model, tokenizer = load_model(cfg)
-    if cfg.algorithm == "ppo":
-        from .ppo import PPOTrainer, ValueModel
-
+    if cfg.objective.algorithm == "ppo":
         return PPOTrainer(cfg, build_suite(cfg), model, tokenizer, ValueModel.from_pretrained(model.name_or_path))
     return GRPOTrainer(cfg, build_suite(cfg), model, tokenizer)

@@ -1,8 +1,22 @@
-"""Every knob of a GRPO run, with the defaults a TRL or verl user would expect."""
+"""Every knob of a run, in validated groups, with the defaults a TRL or verl user would expect.
+
+    GRPOConfig
+      model, output_dir, seed, max_steps
+      data        which tasks: envs, env_weights, system_prompt, prompts_per_step (B), zero-signal handling
+      rollout     how completions are sampled: backend, group_size (G), temperature, ..., vllm.*
+      objective   what is optimised: algorithm, loss_type, clipping, beta (KL), ..., ppo.*
+      optim       how: learning_rate, micro_batch_size, precision, LoRA, the non-finite guard
+      checkpoint  save_every, resume_from
+      log         log_every, sample_completions, report_to
+
+A YAML file may still use the flat keys of earlier versions (``group_size: 8``); each is
+mapped to its place (``rollout.group_size``) with a deprecation note naming the new key.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, field, fields
+import warnings
+from dataclasses import asdict, field, fields, is_dataclass
 from typing import Any, Literal, Optional
 
 from pydantic import ConfigDict, ValidationError
@@ -10,49 +24,54 @@ from pydantic.dataclasses import dataclass
 
 LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
 ScaleRewards = Literal["group", "batch", "none"]
-
+_STRICT = ConfigDict(extra="forbid")
 
 DEFAULT_ENVS = {"arithmetic": {"id": "proctor/Arithmetic-v0",
                                # The tiny model was pretrained on "What is 3 + 4?": ask it that way.
                                "kwargs": {"level": 1, "n": 2000, "prompt_template": "What is {expr}?"}}}
 
 
-@dataclass(config=ConfigDict(extra="forbid"))
-class GRPOConfig:
-    """Validated on construction (pydantic): a wrong type or value names its field.
+class ConfigDeprecationWarning(FutureWarning):
+    """A config key of an earlier version was mapped to its new place (shown by default)."""
 
-    The defaults are the embedded demo: the tiny offline model on procedural
-    arithmetic, on CPU, in a few minutes, with the pass rate rising.
-    """
 
-    # ---- model and data
-    model: str = "tiny"                       # a path or hub id; "tiny" / "tiny:STEPS" for the offline model
+@dataclass(config=_STRICT)
+class DataConfig:
     envs: dict[str, dict[str, Any]] = field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_ENVS.items()})
     env_weights: Optional[dict[str, float]] = None
     system_prompt: Optional[str] = None
-    output_dir: str = "runs/arithmetic-tiny"
-    seed: int = 0
-    # ---- sampling: B prompts × G completions per step
     prompts_per_step: int = 8                 # B
+    dynamic_sampling: bool = False            # DAPO: drop zero-signal groups, draw more prompts
+    max_resample_rounds: int = 2
+    skip_predicted_zero_signal: bool = False  # pass-rate memory
+    skip_threshold: float = 0.9
+
+
+@dataclass(config=_STRICT)
+class VLLMConfig:
+    sync_every: int = 1                       # push weights to the engine every k optimizer steps
+    lora_sync: Literal["adapter", "merged"] = "adapter"   # LoRA: push the adapter, or W + BA
+    sleep: Literal["auto", "on", "off"] = "auto"          # colocated: free engine memory while learning (GPU)
+    sleep_level: Literal[1, 2] = 1            # 1: offload weights to CPU; 2: drop them (a full sync follows)
+    gpu_memory_utilization: float = 0.3       # colocated: the engine's share, the learner keeps the rest
+    server_urls: list[str] = field(default_factory=list)   # one per data-parallel engine
+    server_args: list[str] = field(default_factory=list)   # extra `proctor serve` flags for a started one
+    bucket_mb: float = 256.0                  # weight-transfer bucket size
+    timeout_s: float = 600.0                  # per generate call
+    sync_timeout_s: float = 120.0             # per weight-transfer call
+
+
+@dataclass(config=_STRICT)
+class RolloutConfig:
+    # transformers: the learner's own model; vllm: an engine in this process; vllm_server:
+    # `proctor serve` engines in their own processes (started for the run if no URL is given)
+    backend: Literal["transformers", "vllm", "vllm_server"] = "transformers"
     group_size: int = 8                       # G
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
     max_new_tokens: int = 8
     generation_batch_size: int = 64           # sequences per generate call
-    # transformers: the learner's own model; vllm: an engine in this process; vllm_server:
-    # `proctor serve` engines in their own processes (started for the run if no URL is given)
-    rollout_backend: Literal["transformers", "vllm", "vllm_server"] = "transformers"
-    vllm_sync_every: int = 1                  # push weights to the vLLM engine every k optimizer steps
-    vllm_lora_sync: Literal["adapter", "merged"] = "adapter"   # LoRA: push the adapter, or W + BA
-    vllm_sleep: Literal["auto", "on", "off"] = "auto"          # colocated: free engine memory while learning (GPU)
-    vllm_sleep_level: Literal[1, 2] = 1       # 1: offload weights to CPU; 2: drop them (a full sync follows)
-    vllm_gpu_memory_utilization: float = 0.3  # colocated: the engine's share, the learner keeps the rest
-    vllm_server_urls: list[str] = field(default_factory=list)   # one per data-parallel engine
-    vllm_server_args: list[str] = field(default_factory=list)   # extra `proctor serve` flags for a started one
-    vllm_bucket_mb: float = 256.0             # weight-transfer bucket size
-    vllm_timeout_s: float = 600.0             # per generate call
-    vllm_sync_timeout_s: float = 120.0        # per weight-transfer call
     # Off-policy pipelining, off by default: generate the next batches while learning on this
     # one, at most max_staleness optimizer steps behind (needs a vLLM backend).
     async_generation: bool = False
@@ -63,15 +82,21 @@ class GRPOConfig:
     is_correction: Optional[Literal["auto", "off", "token_truncate", "token_mask", "sequence_truncate",
                                     "sequence_mask"]] = "auto"
     is_cap: float = 3.0
-    # ---- optimisation
-    max_steps: int = 80
-    learning_rate: float = 2e-4
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    max_grad_norm: float = 1.0
-    micro_batch_size: int = 32                # sequences per forward/backward (gradient accumulation)
-    num_iterations: int = 1                   # μ: optimizer passes over each batch
-    # ---- the GRPO objective
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
+
+
+@dataclass(config=_STRICT)
+class PPOConfig:
+    gamma: float = 1.0                        # discount
+    lam: float = 0.95                         # GAE λ
+    critic_learning_rate: float = 1e-4        # the critic's own AdamW
+    value_clip: Optional[float] = 0.2         # value-loss clipping range
+    whiten_advantages: bool = True            # normalise GAE advantages over the batch
+
+
+@dataclass(config=_STRICT)
+class ObjectiveConfig:
+    algorithm: Literal["grpo", "ppo"] = "grpo"   # PPO (with a critic) for side-by-side cost comparisons
     loss_type: LossType = "dapo"
     scale_rewards: ScaleRewards = "group"
     importance_level: Literal["token", "sequence"] = "token"
@@ -82,79 +107,203 @@ class GRPOConfig:
     kl_kind: Literal["k1", "k2", "k3"] = "k3"
     entropy_coef: float = 0.0
     mask_truncated: bool = False
-    # ---- algorithm: GRPO, or PPO with a critic for side-by-side cost comparisons
-    algorithm: Literal["grpo", "ppo"] = "grpo"
-    gamma: float = 1.0                        # PPO: discount
-    lam: float = 0.95                         # PPO: GAE λ
-    critic_learning_rate: float = 1e-4        # PPO: the critic's own AdamW
-    value_clip: Optional[float] = 0.2         # PPO: value-loss clipping range
-    whiten_advantages: bool = True            # PPO: normalise GAE advantages over the batch
-    # ---- zero-signal groups
-    dynamic_sampling: bool = False            # DAPO: drop zero-signal groups, draw more prompts
-    max_resample_rounds: int = 2
-    skip_predicted_zero_signal: bool = False  # pass-rate memory
-    skip_threshold: float = 0.9
-    # ---- scale and memory
+    num_iterations: int = 1                   # μ: optimizer passes over each batch
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+
+
+@dataclass(config=_STRICT)
+class OptimConfig:
+    learning_rate: float = 2e-4
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    max_grad_norm: float = 1.0
+    micro_batch_size: int = 32                # sequences per forward/backward (gradient accumulation)
     mixed_precision: Literal["no", "bf16", "fp16"] = "no"
     gradient_checkpointing: bool = False
     lora_rank: int = 0                        # 0: full fine-tuning
     lora_alpha: int = 16
-    # ---- checkpoints
+    max_nonfinite_steps: int = 3              # consecutive NaN/inf losses or grads before the run stops
+
+
+@dataclass(config=_STRICT)
+class CheckpointConfig:
     save_every: int = 0                       # steps between checkpoints (0: only at the end)
     resume_from: Optional[str] = None         # a checkpoint dir, or "latest" (under output_dir/checkpoints)
-    max_nonfinite_steps: int = 3              # consecutive NaN/inf losses or grads before the run stops
-    # ---- logging
+
+
+@dataclass(config=_STRICT)
+class LogConfig:
     log_every: int = 1
     sample_completions: int = 2               # completions (with verdicts) printed per log
     report_to: list[str] = field(default_factory=list)   # accelerate trackers: "tensorboard", "wandb"
 
+
+@dataclass(config=_STRICT)
+class GRPOConfig:
+    """Validated on construction (pydantic): a wrong type or value names its field.
+
+    The defaults are the embedded demo: the tiny offline model on procedural
+    arithmetic, on CPU, in a few minutes, with the pass rate rising.
+    """
+
+    model: str = "tiny"                       # a path or hub id; "tiny" / "tiny:STEPS" for the offline model
+    output_dir: str = "runs/arithmetic-tiny"
+    seed: int = 0
+    max_steps: int = 80
+    data: DataConfig = field(default_factory=DataConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
     def __post_init__(self) -> None:
-        problems = []
-        for name in ("prompts_per_step", "group_size", "max_new_tokens", "max_steps", "micro_batch_size",
-                     "num_iterations", "generation_batch_size"):
-            if getattr(self, name) < 1:
-                problems.append(f"{name} must be >= 1 (got {getattr(self, name)})")
-        if self.group_size < 2 and self.algorithm == "grpo":
-            problems.append("group_size must be >= 2 for GRPO: a group of one has no baseline")
-        if not self.temperature > 0:
-            problems.append(f"temperature must be > 0 (got {self.temperature})")
-        if self.beta < 0 or self.entropy_coef < 0:
-            problems.append("beta and entropy_coef must be >= 0")
-        if not 0 < self.epsilon_low < 1:
-            problems.append(f"epsilon_low must be in (0, 1) (got {self.epsilon_low})")
-        if self.max_staleness < 1 or self.vllm_sync_every < 1:
-            problems.append("max_staleness and vllm_sync_every must be >= 1")
-        if self.async_generation and self.rollout_backend == "transformers":
-            problems.append("async_generation needs rollout_backend vllm or vllm_server: transformers samples with "
-                            "the learner's own weights, which the update changes while the next batch generates")
-        if self.async_generation and self.algorithm == "ppo":
-            problems.append("async_generation is for GRPO; PPO here runs on-policy (set algorithm: grpo)")
-        if self.async_generation and self.vllm_sleep == "on":
-            problems.append("async_generation keeps the engine generating while the learner works, so it cannot "
-                            "sleep: set vllm_sleep to auto or off")
-        if self.vllm_sleep == "on" and self.rollout_backend != "vllm":
-            problems.append("vllm_sleep: on applies to rollout_backend vllm (colocated); a server frees nothing "
-                            "of the learner's devices")
+        problems = _problems(self)
         if problems:
             raise ValueError("GRPOConfig: " + "; ".join(problems))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "config") -> "GRPOConfig":
-        """Build from a mapping (a YAML file's content); errors name the file and the field."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        """Build from a mapping (a YAML file's content); errors name the file and the field.
+
+        Flat keys of earlier versions are moved to their group with a
+        :class:`ConfigDeprecationWarning` naming the new key."""
+        nested, notes = nest(data, where)
+        for note in notes:
+            warnings.warn(note, ConfigDeprecationWarning, stacklevel=2)
         try:
-            return cls(**data)
+            return cls(**nested)
         except ValidationError as exc:
-            lines = []
-            for e in exc.errors():
-                msg = e["msg"].removeprefix("Value error, ")
-                field_name = ".".join(map(str, e["loc"]))
-                lines.append(f"{where}: field {field_name}: {msg} (got {e.get('input')!r})" if field_name
-                             else f"{where}: {msg}")
-            raise ValueError("\n".join(lines)) from None
+            raise ValueError("\n".join(_describe(e, where) for e in exc.errors())) from None
+
+    @classmethod
+    def from_flat(cls, **settings: Any) -> "GRPOConfig":
+        """Shorthand for scripts: ``GRPOConfig.from_flat(group_size=4, beta=0.04)``; each flat
+        name goes to its group (``rollout.group_size``, ``objective.beta``), groups may be
+        given too. Unlike a YAML file's flat keys, no deprecation note: these are the field
+        names themselves, for code that sets a few of them."""
+        nested, _ = nest(settings, "GRPOConfig.from_flat")
+        try:
+            return cls(**nested)
+        except ValidationError as exc:
+            raise ValueError("\n".join(_describe(e, "GRPOConfig.from_flat") for e in exc.errors())) from None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# ---------------------------------------------------------------- flat keys of earlier versions
+_GROUPS: dict[str, type] = {"data": DataConfig, "rollout": RolloutConfig, "objective": ObjectiveConfig,
+                            "optim": OptimConfig, "checkpoint": CheckpointConfig, "log": LogConfig}
+_RENAMED = {"rollout_backend": "rollout.backend", "vllm_server_urls": "rollout.vllm.server_urls",
+            "vllm_server_args": "rollout.vllm.server_args", "vllm_sleep_level": "rollout.vllm.sleep_level",
+            "vllm_gpu_memory_utilization": "rollout.vllm.gpu_memory_utilization"}
+
+
+def _flat_keys() -> dict[str, str]:
+    """Every flat key of earlier versions → its dotted place in the tree."""
+    out = dict(_RENAMED)
+    for group, cls in _GROUPS.items():
+        for f in fields(cls):
+            if f.name in ("vllm", "ppo"):
+                continue
+            out.setdefault(f.name, f"{group}.{f.name}")
+    for f in fields(VLLMConfig):
+        out.setdefault(f"vllm_{f.name}", f"rollout.vllm.{f.name}")
+    for f in fields(PPOConfig):
+        out.setdefault(f.name, f"objective.ppo.{f.name}")
+    return out
+
+
+FLAT_KEYS = _flat_keys()
+_TOP = {"model", "output_dir", "seed", "max_steps", *_GROUPS}
+
+
+def nest(data: dict[str, Any], where: str = "config") -> tuple[dict[str, Any], list[str]]:
+    """``data`` with flat keys moved into their groups, and one note per moved key.
+
+    A key given both flat and nested is an error (which one would win is a guess)."""
+    nested: dict[str, Any] = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items() if k in _TOP}
+    notes: list[str] = []
+    unknown = sorted(k for k in data if k not in _TOP and k not in FLAT_KEYS)
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}; known: "
+                         f"{', '.join(sorted(_TOP))} (and the fields inside each group)")
+    for key in (k for k in data if k not in _TOP):
+        path = FLAT_KEYS[key].split(".")
+        node = nested
+        for part in path[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ValueError(f"{where}: field {part} must be a mapping (got {child!r})")
+            node[part] = child = dict(child)
+            node = child
+        if path[-1] in node:
+            raise ValueError(f"{where}: {key} and {FLAT_KEYS[key]} are both given; keep {FLAT_KEYS[key]}")
+        node[path[-1]] = data[key]
+        notes.append(f"{where}: `{key}` is deprecated; write it as `{FLAT_KEYS[key]}`")
+    return nested, notes
+
+
+def _describe(error: dict, where: str) -> str:
+    msg = error["msg"].removeprefix("Value error, ")
+    name = ".".join(map(str, error["loc"]))
+    return f"{where}: field {name}: {msg} (got {error.get('input')!r})" if name else f"{where}: {msg}"
+
+
+# ---------------------------------------------------------------- cross-field checks
+def _problems(c: GRPOConfig) -> list[str]:
+    r, o, d = c.rollout, c.objective, c.data
+    problems = []
+    for name, value in (("data.prompts_per_step", d.prompts_per_step), ("rollout.group_size", r.group_size),
+                        ("rollout.max_new_tokens", r.max_new_tokens), ("max_steps", c.max_steps),
+                        ("optim.micro_batch_size", c.optim.micro_batch_size),
+                        ("objective.num_iterations", o.num_iterations),
+                        ("rollout.generation_batch_size", r.generation_batch_size)):
+        if value < 1:
+            problems.append(f"{name} must be >= 1 (got {value})")
+    if r.group_size < 2 and o.algorithm == "grpo":
+        problems.append("rollout.group_size must be >= 2 for GRPO: a group of one has no baseline")
+    if not r.temperature > 0:
+        problems.append(f"rollout.temperature must be > 0 (got {r.temperature})")
+    if o.beta < 0 or o.entropy_coef < 0:
+        problems.append("objective.beta and objective.entropy_coef must be >= 0")
+    if not 0 < o.epsilon_low < 1:
+        problems.append(f"objective.epsilon_low must be in (0, 1) (got {o.epsilon_low})")
+    if r.max_staleness < 1 or r.vllm.sync_every < 1:
+        problems.append("rollout.max_staleness and rollout.vllm.sync_every must be >= 1")
+    return problems + _rollout_problems(c)
+
+
+def _rollout_problems(c: GRPOConfig) -> list[str]:
+    r = c.rollout
+    problems = []
+    if r.async_generation and r.backend == "transformers":
+        problems.append("rollout.async_generation needs rollout.backend vllm or vllm_server: transformers samples "
+                        "with the learner's own weights, which the update changes while the next batch generates")
+    if r.async_generation and c.objective.algorithm == "ppo":
+        problems.append("rollout.async_generation is for GRPO; PPO here runs on-policy (set objective.algorithm: "
+                        "grpo)")
+    if r.async_generation and r.vllm.sleep == "on":
+        problems.append("rollout.async_generation keeps the engine generating while the learner works, so it "
+                        "cannot sleep: set rollout.vllm.sleep to auto or off")
+    if r.vllm.sleep == "on" and r.backend != "vllm":
+        problems.append("rollout.vllm.sleep: on applies to rollout.backend vllm (colocated); a server frees "
+                        "nothing of the learner's devices")
+    return problems
+
+
+def flat_view(config: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted keys → scalar values (for trackers, which take scalars only)."""
+    out: dict[str, Any] = {}
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if is_dataclass(value):
+            out.update(flat_view(value, f"{prefix}{f.name}."))
+        else:
+            out[f"{prefix}{f.name}"] = value
+    return out
+
+
+__all__ = ["CheckpointConfig", "ConfigDeprecationWarning", "DataConfig", "FLAT_KEYS", "GRPOConfig", "LogConfig",
+           "ObjectiveConfig", "OptimConfig", "PPOConfig", "RolloutConfig", "VLLMConfig", "flat_view", "nest"]

@@ -27,8 +27,28 @@ def peak_memory_bytes() -> tuple[str, int]:
     return "rss", int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+METRICS_FILE = "metrics.jsonl"
+
+
+def read_metrics(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The rows of ``RUN_DIR/metrics.jsonl`` (none if the file is absent); a bad line names
+    the file and line."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.exists():
+        return []
+    rows = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}, line {n}: not JSON ({exc.msg}); was the run interrupted mid-write?") from None
+    return rows
+
+
 class MetricsLog:
-    """Appends one JSON object per step to ``metrics.jsonl`` and prints a compact table."""
+    """The one writer (and, through ``read_metrics``, reader) of ``metrics.jsonl``: one JSON
+    object per step, a compact console line, trackers, and samples.jsonl beside it."""
 
     SHOWN = ("step", "reward_mean", "pass_rate", "zero_signal_frac", "completion_len_mean", "kl", "loss",
              "grad_norm", "tokens_generated", "tokens_per_s", "time_step_s", "memory_peak_gb")
@@ -37,12 +57,17 @@ class MetricsLog:
                  trackers: Any = None, keep_rows: Optional[list[dict[str, Any]]] = None) -> None:
         self.dir = Path(run_dir)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.path = self.dir / "metrics.jsonl"
+        self.path = self.dir / METRICS_FILE
         self.rows: list[dict[str, Any]] = list(keep_rows or [])
         # A resumed run keeps the rows up to its checkpoint; a new run starts an empty file.
         self.path.write_text("".join(json.dumps(r) + "\n" for r in self.rows))
         self.console = console or Console()
         self.trackers = trackers          # an accelerate.Accelerator with trackers initialised, or None
+
+    def truncate_after(self, step: int) -> None:
+        """A resumed run: keep the rows up to its checkpoint, in memory and on disk."""
+        self.rows = [r for r in self.rows if r.get("step", 0) <= step]
+        self.path.write_text("".join(json.dumps(r) + "\n" for r in self.rows))
 
     def log(self, row: dict[str, Any]) -> None:
         row = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
@@ -72,7 +97,8 @@ class MetricsLog:
         table.add_column(f"last {n} steps", justify="right")
         for key in self.SHOWN[1:]:
             if any(r.get(key) is not None for r in self.rows):
-                table.add_row(key, _fmt(_mean(self.rows[:n], key)), _fmt(_mean(self.rows[-n:], key)))
+                table.add_row(key, _fmt(mean_of([r.get(key) for r in self.rows[:n]])),
+                              _fmt(mean_of([r.get(key) for r in self.rows[-n:]])))
         self.console.print(table)
 
     def samples(self, rows: Iterable[dict[str, Any]]) -> None:
@@ -81,9 +107,10 @@ class MetricsLog:
                 f.write(json.dumps(row) + "\n")
 
 
-def _mean(rows: list[dict[str, Any]], key: str) -> Optional[float]:
-    values = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
-    return sum(values) / len(values) if values else None
+def mean_of(values: Iterable[Any]) -> Optional[float]:
+    """The mean of the finite numbers among ``values``; None when there are none."""
+    nums = [v for v in values if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))]
+    return sum(nums) / len(nums) if nums else None
 
 
 def _fmt(value: Any) -> str:
@@ -102,7 +129,7 @@ def plot_run(run_dir: str | os.PathLike[str]) -> list[Path]:
     import matplotlib.pyplot as plt
 
     run_dir = Path(run_dir)
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_metrics(run_dir)
     if not rows:
         return []
     steps = [r["step"] for r in rows]

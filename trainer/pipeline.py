@@ -19,40 +19,46 @@ from __future__ import annotations
 
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
 from .metrics import Stopwatch
+from .records import Scored
+from .rollout import Generator
 
-if TYPE_CHECKING:
-    from .grpo import GRPOTrainer, Scored
+Produce = Callable[[list[Any], Stopwatch], Scored]   # prompts → their scored rollouts
 
 
 class RolloutPipeline:
-    def __init__(self, trainer: "GRPOTrainer", max_staleness: int, sync_every: int = 1,
-                 policy_step: int = 0, pending: Optional[list[list[Any]]] = None) -> None:
-        self.trainer = trainer
+    """Built from what it runs: ``produce`` (prompts → Scored), ``draw`` (a step's prompts)
+    and the ``generator`` whose weights it snapshots and applies in order."""
+
+    def __init__(self, produce: Produce, draw: Callable[[], list[Any]], generator: Generator, max_staleness: int,
+                 sync_every: int = 1, policy_step: int = 0, pending: Optional[list[list[Any]]] = None) -> None:
+        self.produce = produce
+        self.draw = draw
+        self.generator = generator
         self.max_staleness = max_staleness
         self.sync_every = sync_every
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proctor-rollout")
         self.queue: deque[tuple[list[Any], Future]] = deque()
         # weight version → the number of optimizer steps in those weights
-        self.version_step = {trainer.generator.weight_version: policy_step}
-        self.next_version = trainer.generator.weight_version
+        self.version_step = {generator.weight_version: policy_step}
+        self.next_version = generator.weight_version
         for items in pending or []:   # batches in flight at the checkpoint: their prompts, regenerated
             self._submit(items)
 
     def _submit(self, items: list[Any]) -> None:
-        def produce() -> tuple["Scored", Stopwatch]:
+        def produce() -> tuple[Scored, Stopwatch]:
             watch = Stopwatch()
-            return self.trainer.rollout(items, watch), watch
+            return self.produce(items, watch), watch
 
         self.queue.append((items, self.thread.submit(produce)))
 
     def fill(self) -> None:
         while len(self.queue) < self.max_staleness + 1:
-            self._submit(self.trainer.draw_prompts(self.trainer.cfg.prompts_per_step))
+            self._submit(self.draw())
 
-    def take(self, policy_step: int, watch: Stopwatch) -> tuple["Scored", list[int]]:
+    def take(self, policy_step: int, watch: Stopwatch) -> tuple[Scored, list[int]]:
         """The oldest batch, with each rollout's lag (optimizer steps) behind ``policy_step``."""
         self.fill()
         _, future = self.queue.popleft()
@@ -75,12 +81,11 @@ class RolloutPipeline:
         queued after this sample from them."""
         if policy_step % self.sync_every:
             return False
-        generator = self.trainer.generator
-        snapshot = generator.snapshot()
+        snapshot = self.generator.snapshot()
         self.next_version += 1
         version = self.next_version
         self.version_step[version] = policy_step
-        self.thread.submit(generator.apply, snapshot, version)
+        self.thread.submit(self.generator.apply, snapshot, version)
         return True
 
     def pending_items(self) -> list[list[Any]]:

@@ -13,19 +13,25 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
-from typing import Any
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
-from proctor.envs import EnvSuite
+from proctor.envs import EnvSuite, SuiteItem
 
 from .algo import kl_estimate, policy_loss
 from .algo.gae import gae, token_rewards, value_loss, whiten
-from .batch import TrainBatch, build_batch, token_logps
+from .batch import build_batch, token_logps
 from .config import GRPOConfig
-from .grpo import GRPOTrainer, Scored
-from .metrics import Stopwatch
+from .learner import Learner, Trainable, disable_dropout
+from .metrics import Stopwatch, peak_memory_bytes
+from .objective import fixed_logps, reference_logps
+from .records import LossSpec, Scored, StepValues, Totals, TrainBatch
+from .run import build_parts, load_checkpoint, save_checkpoint, save_model, train_loop
+from .step_row import sample_rows, step_row, token_counts
 
 
 class ValueModel(torch.nn.Module):
@@ -50,96 +56,149 @@ class ValueModel(torch.nn.Module):
         return self.head(hidden.float()).squeeze(-1)
 
 
-@dataclass
-class _Signal:
-    """PPO has no groups: every judged sample teaches through the critic's baseline."""
+@dataclass(frozen=True)
+class PPOMicroLoss:
+    """The actor's clipped loss plus the critic's clipped value loss, for one micro-batch."""
 
-    zero_signal: torch.Tensor
-    frac_zero_signal: float
+    model: torch.nn.Module
+    critic: torch.nn.Module
+    spec: LossSpec
+    num_items: float
+    autocast: Callable[[], AbstractContextManager]
+    old_logp: torch.Tensor        # [B, L-1]
+    old_values: torch.Tensor      # [B, L-1]
+    advantages: torch.Tensor      # [B, L-1] per-token GAE advantages
+    returns: torch.Tensor         # [B, L-1]
+    value_clip: float | None
+
+    def __call__(self, part: TrainBatch, rows: slice, n_micro: int, pass_index: int
+                 ) -> tuple[torch.Tensor, dict[str, float]]:
+        with self.autocast():
+            logp, entropy = token_logps(self.model, part, self.spec.temperature, with_entropy=True)
+            values = self.critic(part.input_ids, part.attention_mask)[:, :-1]
+        pol = policy_loss(logp, self.old_logp[rows], self.advantages[rows], part.mask, loss_type=self.spec.loss_type,
+                          epsilon_low=self.spec.epsilon_low, epsilon_high=self.spec.epsilon_high,
+                          max_completion_length=self.spec.max_completion_length, num_items_in_batch=self.num_items,
+                          grad_accum_steps=n_micro, entropy=entropy, entropy_coef=self.spec.entropy_coef)
+        val = value_loss(values, self.old_values[rows], self.returns[rows], part.mask, self.value_clip)
+        logged = {}
+        for key, value in (("loss", pol.loss), ("value_loss", val.loss), ("clip_low_frac", pol.clip_low_frac),
+                           ("clip_high_frac", pol.clip_high_frac), ("entropy_mean", pol.entropy_mean),
+                           ("value_clip_frac", val.clip_frac), ("explained_variance", val.explained_variance)):
+            if value is not None:
+                logged[key] = float(value.detach())
+        return pol.loss + val.loss / n_micro, logged
 
 
-class PPOTrainer(GRPOTrainer):
+class PPOTrainer:
+    """PPO built from the same parts as GRPO (rollouts, envs, learner, logs), plus a critic."""
+
     def __init__(self, config: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any, critic: ValueModel) -> None:
-        super().__init__(config, suite, model, tokenizer)
-        optimizer = torch.optim.AdamW([p for p in critic.parameters() if p.requires_grad],
-                                      lr=config.critic_learning_rate)
-        self.critic, self.critic_optimizer = self.accelerator.prepare(critic, optimizer)
-        if config.beta > 0 and self.ref_model is None and config.lora_rank == 0:
-            raise ValueError("PPO with beta > 0 needs the reference model")
+        self.cfg, self.suite, self.tokenizer = config, suite, tokenizer
+        self.parts = p = build_parts(config, suite, model, tokenizer)
+        self.accelerator, self.generator, self.ref_model = p.accelerator, p.generator, p.ref_model
+        self.model, self.optimizer = p.policy.model, p.policy.optimizer
+        if config.objective.beta > 0 and self.ref_model is None and config.optim.lora_rank == 0:
+            raise ValueError("PPO with objective.beta > 0 needs the reference model")
+        disable_dropout(critic)
+        optimizer = torch.optim.AdamW([q for q in critic.parameters() if q.requires_grad],
+                                      lr=config.objective.ppo.critic_learning_rate)
+        self.critic, self.critic_optimizer = p.accelerator.prepare(critic, optimizer)
+        self.learner = Learner(p.accelerator, [p.policy, Trainable(self.critic, self.critic_optimizer)],
+                               micro_batch_size=config.optim.micro_batch_size, max_grad_norm=config.optim.max_grad_norm,
+                               warn=lambda m: p.log.console.print(f"[yellow]warning:[/yellow] {m}"))
+        self.spec = LossSpec.from_config(config.objective, config.rollout)
+        self.totals = Totals()
+        self.plots: list[Path] = []
+        self.start_step = 0
+        if config.checkpoint.resume_from:
+            path, state = load_checkpoint(p, config.output_dir, config.checkpoint.resume_from)
+            self.load_state_dict(state)
+            p.log.truncate_after(self.start_step)
 
-    def _zero_rows_are_inert(self) -> bool:
-        return False   # per-token advantages: no row is known to be zero in advance
+    @property
+    def nonfinite_streak(self) -> int:
+        return self.learner.nonfinite_streak
 
-    def step(self, step: int) -> dict[str, float]:
-        cfg, watch = self.cfg, Stopwatch()
-        t_step = time.perf_counter()
-        scored: Scored = self.rollout(self.draw_prompts(cfg.prompts_per_step), watch)
-        valid = torch.tensor([v.scored for v in scored.verdicts])
+    def step(self, step: int) -> dict[str, Any]:
+        watch, t_step = Stopwatch(), time.perf_counter()
+        # 1. rollouts: B prompts, n completions each, scored
+        scored = self.parts.rollouts(self.parts.drawer.draw(self.cfg.data.prompts_per_step), watch)
+        self.parts.drawer.observe(scored, self.cfg.rollout.group_size, step)
+        # 2. batch (advantages come per token, from the critic)
+        valid = [v.scored for v in scored.verdicts]
+        batch = build_batch(scored.rollouts, [0.0] * len(scored.rollouts), valid, self.tokenizer.pad_token_id,
+                            mask_truncated=self.cfg.objective.mask_truncated, device=self.accelerator.device)
+        # 3. critic values, token rewards (score at the last token, -β·KL), GAE
         scores = torch.tensor([v.reward if v.scored else 0.0 for v in scored.verdicts])
-        batch = build_batch(scored.rollouts, [0.0] * len(scored.rollouts), valid.tolist(),
-                            self.tokenizer.pad_token_id, mask_truncated=cfg.mask_truncated,
-                            device=self.accelerator.device)
+        loss = self._loss(batch, scores, watch)
+        # 4. update actor and critic
+        with watch.section("learn"):
+            learn = self.learner.update(batch, loss, passes=self.cfg.objective.num_iterations).as_dict()
+        # 5. sync
+        with watch.section("sync"):
+            self.generator.sync_weights()
+        # 6. row
+        return self._row(step, scored, learn, watch, time.perf_counter() - t_step)
+
+    def _loss(self, batch: TrainBatch, scores: torch.Tensor, watch: Stopwatch) -> PPOMicroLoss:
+        o, autocast = self.cfg.objective, self.accelerator.autocast
+        micro = self.learner.micro_batches(len(batch))
         with torch.no_grad():
             with watch.section("critic"):
                 values = self.critic(batch.input_ids, batch.attention_mask)[:, :-1] * batch.mask
-            old_logp, _ = token_logps(self.model, batch, cfg.temperature)
+            old_logp = fixed_logps(self.model, batch, micro, self.spec.temperature, autocast)
             kl = None
-            if cfg.beta > 0:
-                with watch.section("reference"):
-                    kl = kl_estimate(old_logp, self._ref_logps(batch), cfg.kl_kind)
-            rewards = token_rewards(scores.to(batch.mask.device), batch.mask, kl, cfg.beta)
-            advantages, returns = gae(rewards, values, batch.mask, cfg.gamma, cfg.lam)
-            if cfg.whiten_advantages:
+            if o.beta > 0:
+                ref = reference_logps(self.model, self.ref_model, self.accelerator.unwrap_model, batch, micro,
+                                      self.spec.temperature, autocast, watch)
+                kl = kl_estimate(old_logp, ref, o.kl_kind)
+            rewards = token_rewards(scores.to(batch.mask.device), batch.mask, kl, o.beta)
+            advantages, returns = gae(rewards, values, batch.mask, o.ppo.gamma, o.ppo.lam)
+            if o.ppo.whiten_advantages:
                 advantages = whiten(advantages, batch.mask)
-        learn = self._learn_ppo(batch, old_logp, values, advantages, returns, watch)
-        self.generator.sync_weights()
-        signal = _Signal(zero_signal=torch.zeros(len(scored.rollouts), dtype=torch.bool), frac_zero_signal=0.0)
-        row = self._metrics(step, scored, signal, batch, learn, watch, 0, time.perf_counter() - t_step)
-        row["algorithm"] = "ppo"
-        return row
+        return PPOMicroLoss(self.model, self.critic, self.spec, self.learner.token_count(batch.mask), autocast,
+                            old_logp, values, advantages, returns, o.ppo.value_clip)
 
-    def _learn_ppo(self, batch: TrainBatch, old_logp: torch.Tensor, old_values: torch.Tensor,
-                   advantages: torch.Tensor, returns: torch.Tensor, watch: Stopwatch) -> dict[str, float]:
-        cfg = self.cfg
-        rows = len(batch)
-        micro = [slice(i, min(i + cfg.micro_batch_size, rows)) for i in range(0, rows, cfg.micro_batch_size)]
-        num_items = float(batch.mask.sum())
-        stats: dict[str, list[float]] = {}
-        grad_norm: Any = 0.0
-        with watch.section("learn"):
-            for _ in range(cfg.num_iterations):
-                for m in micro:
-                    part = batch.slice(m)
-                    with self.accelerator.autocast():
-                        logp, entropy = token_logps(self.model, part, cfg.temperature, with_entropy=True)
-                        values = self.critic(part.input_ids, part.attention_mask)[:, :-1]
-                    pol = policy_loss(logp, old_logp[m], advantages[m], part.mask, loss_type=cfg.loss_type,
-                                      epsilon_low=cfg.epsilon_low, epsilon_high=cfg.epsilon_high,
-                                      max_completion_length=cfg.max_new_tokens, num_items_in_batch=num_items,
-                                      grad_accum_steps=len(micro), entropy=entropy, entropy_coef=cfg.entropy_coef)
-                    val = value_loss(values, old_values[m], returns[m], part.mask, cfg.value_clip)
-                    self.accelerator.backward(pol.loss + val.loss / len(micro))
-                    for key, value in (("loss", pol.loss), ("value_loss", val.loss), ("clip_low_frac", pol.clip_low_frac),
-                                       ("clip_high_frac", pol.clip_high_frac), ("entropy_mean", pol.entropy_mean),
-                                       ("value_clip_frac", val.clip_frac), ("explained_variance", val.explained_variance)):
-                        if value is not None:
-                            stats.setdefault(key, []).append(float(value.detach()))
-                grad_norm = self.accelerator.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-                self.accelerator.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
-                for opt in (self.optimizer, self.critic_optimizer):
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
-                self.scheduler.step()
-        result = {k: sum(v) / len(v) for k, v in stats.items()}
-        result["loss"] = sum(stats.get("loss", [0.0]))
-        result["grad_norm"] = float(grad_norm)
-        result["skipped_nonfinite"] = 0
-        result["learned_rows"] = rows
-        return result
+    def _row(self, step: int, scored: Scored, learn: dict[str, float], watch: Stopwatch, step_s: float
+             ) -> dict[str, Any]:
+        zero = [False] * len(scored.rollouts)   # no groups: every judged sample teaches through the critic
+        self.totals = self.totals.add(*token_counts(scored, zero))
+        kind, peak = peak_memory_bytes()
+        extra = {"algorithm": "ppo", **{k: learn.get(k, math.nan)
+                                        for k in ("value_loss", "value_clip_frac", "explained_variance")}}
+        values = StepValues(step=step, scored=scored, zero_signal=zero, zero_signal_frac=0.0, learn=learn,
+                            times=dict(watch.totals), step_s=step_s, totals=self.totals, lr=self.learner.lr,
+                            weight_version=self.generator.weight_version,
+                            tokens_saved_by_skip=self.parts.drawer.memory.tokens_saved, memory_kind=kind,
+                            peak_memory_bytes=peak, extra=extra)
+        self.parts.log.samples(sample_rows(step, scored, self.cfg.rollout.group_size, self.cfg.log.sample_completions))
+        return step_row(values)
 
-    def _metrics(self, *args: Any, **kw: Any) -> dict[str, float]:
-        row = super()._metrics(*args, **kw)
-        learn = args[4]
-        for key in ("value_loss", "value_clip_frac", "explained_variance"):
-            row[key] = learn.get(key, math.nan)
-        return row
+    # ================================================================== state and the run
+    def state_dict(self, step: int) -> dict[str, Any]:
+        return {"step": step, "drawer": self.parts.drawer.state_dict(), "totals": asdict(self.totals),
+                "weight_version": self.generator.weight_version, "config": self.cfg.to_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.start_step = int(state["step"])
+        self.parts.drawer.load_state_dict(state["drawer"])
+        self.totals = Totals(**state["totals"])
+        self.generator.restore(state["weight_version"])
+
+    def save_checkpoint(self, step: int) -> Path:
+        return save_checkpoint(self.parts, self.cfg.output_dir, step, self.state_dict(step))
+
+    def save_model(self, path: Path) -> None:
+        save_model(self.parts, self.tokenizer, path)
+
+    def draw_prompts(self, n: int) -> list[SuiteItem]:
+        return self.parts.drawer.draw(n)
+
+    def train(self) -> list[dict[str, Any]]:
+        try:
+            rows, self.plots = train_loop(self, self.parts, self.cfg, self.start_step, "PPO")
+            return rows
+        finally:
+            self.parts.rollouts.close()
+            self.parts.stop_generator()

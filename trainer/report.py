@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from .metrics import plot_run
+from .metrics import METRICS_FILE, mean_of, plot_run, read_metrics
 
 
 @dataclass(frozen=True)
@@ -27,24 +25,13 @@ class RunReport:
 
 
 def load_rows(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: RUN_DIR must be a `proctor train --output-dir` directory")
-    rows = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}, line {n}: not JSON ({exc.msg}); was the run interrupted mid-write?") from None
+    if not (run_dir / METRICS_FILE).exists():
+        raise FileNotFoundError(f"{run_dir / METRICS_FILE} not found: RUN_DIR must be a `proctor train --output-dir` "
+                                "directory")
+    rows = read_metrics(run_dir)
     if not rows:
-        raise ValueError(f"{path} has no steps yet")
+        raise ValueError(f"{run_dir / METRICS_FILE} has no steps yet")
     return rows
-
-
-def _mean(values: list[Any]) -> Optional[float]:
-    nums = [v for v in values if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))]
-    return sum(nums) / len(nums) if nums else None
 
 
 def build_report(run_dir: str | Path, plots: bool = True) -> RunReport:
@@ -55,9 +42,9 @@ def build_report(run_dir: str | Path, plots: bool = True) -> RunReport:
     peaks = [r.get("peak_memory_bytes") for r in rows if r.get("peak_memory_bytes")]
     return RunReport(
         steps=len(rows),
-        reward_first=_mean([r.get("reward_mean") for r in rows[:n]]),
-        reward_last=_mean([r.get("reward_mean") for r in rows[-n:]]),
-        zero_signal_frac=_mean([r.get("zero_signal_frac") for r in rows]),
+        reward_first=mean_of([r.get("reward_mean") for r in rows[:n]]),
+        reward_last=mean_of([r.get("reward_mean") for r in rows[-n:]]),
+        zero_signal_frac=mean_of([r.get("zero_signal_frac") for r in rows]),
         tokens_generated=total("tokens_generated"),
         tokens_learned=total("tokens_learned"),
         tokens_zero_signal=total("zero_signal_tokens"),

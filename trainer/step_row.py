@@ -1,88 +1,100 @@
-"""One metrics row per step (and its reduction over data-parallel processes)."""
+"""One metrics row per step, a pure function of the step's values (and its reduction over
+data-parallel processes)."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Iterator
 
 from proctor.envs import EnvSuite
 
-from .metrics import Stopwatch, peak_memory_bytes
+from .records import Scored, StepValues
 
-if TYPE_CHECKING:
-    from .grpo import GRPOTrainer, Scored
+LEARN_KEYS = ("sampler_logp_diff_mean", "sampler_logp_diff_max", "sampler_ratio_min", "sampler_ratio_mean",
+              "sampler_ratio_max", "is_weight_mean")
 
 
-def step_metrics(trainer: "GRPOTrainer", step: int, scored: "Scored", adv: Any, learn: dict[str, float],
-                 watch: Stopwatch, rounds: int, step_s: float, lags: Optional[list[int]] = None) -> dict[str, Any]:
+def token_counts(scored: Scored, zero_signal: list[bool]) -> tuple[int, int]:
+    """(sampled tokens, sampled tokens in zero-signal groups); env-inserted tokens are not counted."""
+    lens = [sum(r.learned()) for r in scored.rollouts]
+    return sum(lens), sum(n for n, z in zip(lens, zero_signal) if z)
+
+
+def step_row(v: StepValues) -> dict[str, Any]:
     """The step's row: rewards, zero-signal, the token ledger, the sampler mismatch, time, memory."""
-    g = trainer.cfg.group_size
+    row: dict[str, Any] = {"step": v.step, **_reward_values(v.scored), **_token_values(v)}
+    row.update({
+        "kl": v.learn.get("kl_mean", math.nan),
+        "clip_low": v.learn.get("clip_low_frac", math.nan),
+        "clip_high": v.learn.get("clip_high_frac", math.nan),
+        "entropy": v.learn.get("entropy_mean", math.nan),
+        "loss": v.learn["loss"],
+        "grad_norm": v.learn["grad_norm"],
+        "skipped_nonfinite": v.learn["skipped_nonfinite"],
+        **{k: v.learn[k] for k in LEARN_KEYS if k in v.learn},
+        "learned_rows": v.learn["learned_rows"],
+        "lr": v.lr,
+        "time_step_s": v.step_s,
+        **{f"time_{k}_s": s for k, s in v.times.items()},
+        "memory_kind": v.memory_kind,
+        "peak_memory_bytes": v.peak_memory_bytes,
+        "memory_peak_gb": v.peak_memory_bytes / 2**30,
+        "weight_version": v.weight_version,
+        "rollout_version_min": min(r.weight_version for r in v.scored.rollouts),
+        "rollout_version_max": max(r.weight_version for r in v.scored.rollouts),
+        "turns_max": v.scored.turns,
+    })
+    if v.lags:
+        row.update(staleness_mean=sum(v.lags) / len(v.lags), staleness_max=max(v.lags))
+    if v.sync_bytes is not None:
+        row["sync_mib"] = v.sync_bytes / 2**20
+    for env, rep in EnvSuite.report(v.scored.items, v.scored.verdicts).items():
+        row[f"env_{env}_reward"] = rep["reward_mean"]
+        row[f"env_{env}_pass_rate"] = rep["pass_rate"]
+    row.update(v.extra)
+    return row
+
+
+def _reward_values(scored: Scored) -> dict[str, Any]:
     judged = [v for v in scored.verdicts if v.scored]
-    lens = [sum(r.learned()) for r in scored.rollouts]   # sampled tokens (not env-inserted ones)
-    zero = adv.zero_signal.tolist()
-    zero_tokens = sum(n for n, z in zip(lens, zero) if z)
-    generated = sum(lens)
-    trainer.totals["tokens_generated"] += generated
-    trainer.totals["tokens_learned"] += generated - zero_tokens
-    trainer.totals["tokens_zero_signal"] += zero_tokens
-    kind, peak = peak_memory_bytes()
     rewards = [v.reward for v in judged]
     mean = sum(rewards) / len(rewards) if rewards else math.nan
-    row: dict[str, Any] = {
-        "step": step,
+    return {
         "reward_mean": mean,
         "reward_std": (sum((r - mean) ** 2 for r in rewards) / max(1, len(rewards) - 1)) ** 0.5 if rewards else math.nan,
         "pass_rate": sum(v.correct for v in judged) / len(judged) if judged else math.nan,
         "infra_dropped": len(scored.verdicts) - len(judged),
-        "zero_signal_frac": adv.frac_zero_signal,
+    }
+
+
+def _token_values(v: StepValues) -> dict[str, Any]:
+    generated, zero_tokens = token_counts(v.scored, v.zero_signal)
+    lens = [sum(r.learned()) for r in v.scored.rollouts]
+    return {
+        "zero_signal_frac": v.zero_signal_frac,
         "zero_signal_tokens": zero_tokens,
         "zero_signal_token_frac": zero_tokens / generated if generated else 0.0,
-        "dynamic_sampling_rounds": rounds,
+        "dynamic_sampling_rounds": v.rounds,
         "completion_len_mean": generated / len(lens),
         "completion_len_max": max(lens),
-        "completion_truncated_frac": sum(r.truncated for r in scored.rollouts) / len(lens),
+        "completion_truncated_frac": sum(r.truncated for r in v.scored.rollouts) / len(lens),
         "tokens_generated": generated,
         "tokens_learned": generated - zero_tokens,
-        "tokens_saved_by_skip": trainer.memory.tokens_saved,
-        "tokens_cumulative": trainer.totals["tokens_generated"],
-        "tokens_learned_cumulative": trainer.totals["tokens_learned"],
-        "tokens_zero_signal_cumulative": trainer.totals["tokens_zero_signal"],
-        "tokens_per_s": generated / watch.totals["generate"] if watch.totals.get("generate") else math.nan,
-        "kl": learn.get("kl_mean", math.nan),
-        "clip_low": learn.get("clip_low_frac", math.nan),
-        "clip_high": learn.get("clip_high_frac", math.nan),
-        "entropy": learn.get("entropy_mean", math.nan),
-        "loss": learn["loss"],
-        "grad_norm": learn["grad_norm"],
-        "skipped_nonfinite": learn["skipped_nonfinite"],
-        **{k: learn[k] for k in ("sampler_logp_diff_mean", "sampler_logp_diff_max", "sampler_ratio_min",
-                                 "sampler_ratio_mean", "sampler_ratio_max", "is_weight_mean") if k in learn},
-        "learned_rows": learn["learned_rows"],
-        "lr": trainer.scheduler.get_last_lr()[0],
-        "time_step_s": step_s,
-        **{f"time_{k}_s": v for k, v in watch.totals.items()},
-        "memory_kind": kind,
-        "peak_memory_bytes": peak,
-        "memory_peak_gb": peak / 2**30,
-        # async: the version the engine holds once the queued syncs land (the applied one races the thread)
-        "weight_version": trainer.pipeline.next_version if lags else trainer.generator.weight_version,
-        "rollout_version_min": min(r.weight_version for r in scored.rollouts),
-        "rollout_version_max": max(r.weight_version for r in scored.rollouts),
-        "turns_max": getattr(trainer, "_turns", 1),
+        "tokens_saved_by_skip": v.tokens_saved_by_skip,
+        "tokens_cumulative": v.totals.tokens_generated,
+        "tokens_learned_cumulative": v.totals.tokens_learned,
+        "tokens_zero_signal_cumulative": v.totals.tokens_zero_signal,
+        "tokens_per_s": generated / v.times["generate"] if v.times.get("generate") else math.nan,
     }
-    if lags:
-        row.update(staleness_mean=sum(lags) / len(lags), staleness_max=max(lags))
-    if getattr(trainer.generator, "last_sync", None):
-        row["sync_mib"] = trainer.generator.last_sync["bytes"] / 2**20
-    for env, rep in EnvSuite.report(scored.items, scored.verdicts).items():
-        row[f"env_{env}_reward"] = rep["reward_mean"]
-        row[f"env_{env}_pass_rate"] = rep["pass_rate"]
-    trainer.log.samples({"step": step, "env": item.env, "task_id": item.task.id, "completion": r.text,
-                      "reward": v.reward if v.scored else None, "status": v.status, "correct": v.correct,
-                      "info": {k: str(x)[:300] for k, x in v.info.items()}}
-                     for item, r, v in list(zip(scored.items, scored.rollouts, scored.verdicts))[::g][
-                         :trainer.cfg.sample_completions])
-    return row
+
+
+def sample_rows(step: int, scored: Scored, group_size: int, limit: int) -> Iterator[dict[str, Any]]:
+    """The first completion of the first ``limit`` groups, with its verdict (samples.jsonl)."""
+    firsts = list(zip(scored.items, scored.rollouts, scored.verdicts))[::group_size][:limit]
+    for item, r, v in firsts:
+        yield {"step": step, "env": item.env, "task_id": item.task.id, "completion": r.text,
+               "reward": v.reward if v.scored else None, "status": v.status, "correct": v.correct,
+               "info": {k: str(x)[:300] for k, x in v.info.items()}}
 
 
 def gather_row(accelerator: Any, row: dict[str, Any]) -> dict[str, Any]:
@@ -100,9 +112,9 @@ def gather_row(accelerator: Any, row: dict[str, Any]) -> dict[str, Any]:
         elif key.startswith(("peak_memory", "memory_peak", "time_", "completion_len_max")):
             out[key] = max(values)
         else:
-            finite = [v for v in values if not (isinstance(v, float) and math.isnan(v))]
+            finite = [x for x in values if not (isinstance(x, float) and math.isnan(x))]
             out[key] = sum(finite) / len(finite) if finite else math.nan
     return out
 
 
-__all__ = ["gather_row", "step_metrics"]
+__all__ = ["gather_row", "sample_rows", "step_row", "token_counts"]

@@ -64,14 +64,47 @@ def stop_token_ids(tokenizer: Any) -> list[int]:
     return [eos] if isinstance(eos, int) else list(eos or [])
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """The learner's policy at one moment, in the form a backend loads it.
+
+    ``kind``: "full" (every weight), "lora" (the adapter only), or "shared" (the backend
+    samples with the learner's own model object, so there is nothing to copy)."""
+
+    kind: Literal["full", "lora", "shared"]
+    payload: Any = None                 # named tensors, or serialized buckets for a server
+    config: Optional[dict] = None       # the adapter's config for "lora"
+
+
+@dataclass(frozen=True)
+class SyncInfo:
+    """What the last weight push moved."""
+
+    bytes: float
+    buckets: int
+    seconds: float
+
+
 @runtime_checkable
 class Generator(Protocol):
-    """A rollout backend."""
+    """A rollout backend: every method the trainer, its pipeline and its checkpoints call."""
 
-    weight_version: int
+    @property
+    def weight_version(self) -> int:
+        """The version of the weights the next rollouts are sampled with."""
+        ...
+
+    @property
+    def last_sync(self) -> Optional[SyncInfo]:
+        """The last push's size and time; None when nothing was pushed (shared weights)."""
+        ...
 
     def generate(self, prompts: Sequence[list[int]], params: SamplingParams) -> list[list[Rollout]]:
         """``params.n`` rollouts for each tokenized prompt, grouped by prompt, in prompt order."""
+        ...
+
+    def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int) -> list[str]:
+        """One greedy completion per prompt, as text (evaluation)."""
         ...
 
     def sync_weights(self, force: bool = False) -> bool:
@@ -79,6 +112,30 @@ class Generator(Protocol):
         sync only every k calls unless ``force``); True when it synced."""
         ...
 
+    def snapshot(self) -> Snapshot:
+        """The learner's policy now, safe to ``apply`` after the learner has moved on."""
+        ...
+
+    def apply(self, snapshot: Snapshot, version: Optional[int] = None) -> int:
+        """Load a snapshot (as ``version``, default the next one); returns the version."""
+        ...
+
     def restore(self, version: int) -> None:
         """After a resume: load the restored learner's weights and call them ``version``."""
+        ...
+
+    def sleep(self) -> None:
+        """Free the engine's accelerator memory for the update (a no-op where nothing is held)."""
+        ...
+
+    def wake_up(self) -> None:
+        """Take back what ``sleep`` freed."""
+        ...
+
+    def sync_and_wake(self) -> bool:
+        """After a sleeping update: wake, load the new weights, then the cache; True when synced."""
+        ...
+
+    def close(self) -> None:
+        """Release threads and connections (not a server the run started: its owner stops it)."""
         ...

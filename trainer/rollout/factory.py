@@ -5,69 +5,78 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..config import RolloutConfig
 from .base import Generator
 from .hf import TransformersGenerator
 
 
-def use_sleep(cfg: Any) -> bool:
+def use_sleep(rollout: RolloutConfig) -> bool:
     """Sleep/wake only pays on a GPU shared with the learner, and not while generating ahead."""
-    if cfg.rollout_backend != "vllm" or cfg.async_generation:
+    if rollout.backend != "vllm" or rollout.async_generation:
         return False
-    if cfg.vllm_sleep == "auto":
+    if rollout.vllm.sleep == "auto":
         import torch
 
         return torch.cuda.is_available()
-    return cfg.vllm_sleep == "on"
+    return rollout.vllm.sleep == "on"
 
 
-def make_generator(cfg: Any, learner: Any, tokenizer: Any, run_dir: Path,
-                   accelerator: Any = None) -> tuple[Generator, Callable[[], None]]:
-    """The generator and a function that releases what it started (a local server)."""
-    if cfg.rollout_backend == "vllm":
+def make_generator(rollout: RolloutConfig, learner: Any, tokenizer: Any, run_dir: Path, *, seed: int = 0,
+                   lora_rank: int = 0, accelerator: Any = None) -> tuple[Generator, Callable[[], None]]:
+    """The generator and a function that releases it and whatever it started (a local server)."""
+    v = rollout.vllm
+    if rollout.backend == "vllm":
         from .vllm_colocated import VLLMColocatedGenerator
 
-        gen = VLLMColocatedGenerator(learner.name_or_path, learner, tokenizer, seed=cfg.seed,
-                                     sync_every=cfg.vllm_sync_every, lora_sync=cfg.vllm_lora_sync,
-                                     sleep_mode=use_sleep(cfg), sleep_level=cfg.vllm_sleep_level,
-                                     gpu_memory_utilization=cfg.vllm_gpu_memory_utilization)
-        return gen, lambda: None
-    if cfg.rollout_backend == "vllm_server":
-        from ..serve.launch import ManagedServer
-        from .vllm_server import VLLMServerGenerator
+        gen = VLLMColocatedGenerator(learner.name_or_path, learner, tokenizer, seed=seed,
+                                     sync_every=v.sync_every, lora_sync=v.lora_sync,
+                                     sleep_mode=use_sleep(rollout), sleep_level=v.sleep_level,
+                                     gpu_memory_utilization=v.gpu_memory_utilization)
+        return gen, gen.close
+    if rollout.backend == "vllm_server":
+        return _server_generator(rollout, learner, tokenizer, run_dir, seed, lora_rank, accelerator)
+    gen = TransformersGenerator(learner, tokenizer, batch_size=rollout.generation_batch_size)
+    return gen, gen.close
 
-        urls = list(cfg.vllm_server_urls)
-        started: Optional[ManagedServer] = None
-        if not urls:   # none named: one of our own, for this run
-            args = list(cfg.vllm_server_args)
-            if "--seed" not in args:
-                args += ["--seed", str(cfg.seed)]
-            if "--enable-lora" not in args and cfg.lora_rank > 0 and cfg.vllm_lora_sync == "adapter":
-                args += ["--enable-lora", "--max-lora-rank", str(cfg.lora_rank)]
-            started = ManagedServer(learner.name_or_path, run_dir / "vllm_server.log", extra_args=args)
-            urls = [started.url]
-        # Several training processes on the same named servers: the main one pushes weights.
-        shared = started is None and accelerator is not None and accelerator.num_processes > 1
-        if shared and cfg.async_generation:
-            raise ValueError("async_generation with several training processes sharing vllm_server_urls is not "
-                             "supported: leave vllm_server_urls empty (a server per process) or run synchronously")
-        try:
-            gen = VLLMServerGenerator(urls, learner, tokenizer, sync_every=cfg.vllm_sync_every,
-                                      lora_sync=cfg.vllm_lora_sync, bucket_mb=cfg.vllm_bucket_mb,
-                                      timeout_s=cfg.vllm_timeout_s, sync_timeout_s=cfg.vllm_sync_timeout_s,
-                                      pushes=not shared or accelerator.is_main_process,
-                                      barrier=accelerator.wait_for_everyone if shared else None)
-        except BaseException:
-            if started is not None:
-                started.close()
-            raise
 
-        def close() -> None:
-            gen.close()
-            if started is not None:
-                started.close()
+def _server_generator(rollout: RolloutConfig, learner: Any, tokenizer: Any, run_dir: Path, seed: int,
+                      lora_rank: int, accelerator: Any) -> tuple[Generator, Callable[[], None]]:
+    v = rollout.vllm
+    from ..serve.launch import ManagedServer
+    from .vllm_server import VLLMServerGenerator
 
-        return gen, close
-    return TransformersGenerator(learner, tokenizer, batch_size=cfg.generation_batch_size), lambda: None
+    urls = list(v.server_urls)
+    started: Optional[ManagedServer] = None
+    if not urls:   # none named: one of our own, for this run
+        args = list(v.server_args)
+        if "--seed" not in args:
+            args += ["--seed", str(seed)]
+        if "--enable-lora" not in args and lora_rank > 0 and v.lora_sync == "adapter":
+            args += ["--enable-lora", "--max-lora-rank", str(lora_rank)]
+        started = ManagedServer(learner.name_or_path, run_dir / "vllm_server.log", extra_args=args)
+        urls = [started.url]
+    # Several training processes on the same named servers: the main one pushes weights.
+    shared = started is None and accelerator is not None and accelerator.num_processes > 1
+    if shared and rollout.async_generation:
+        raise ValueError("rollout.async_generation with several training processes sharing rollout.vllm.server_urls is "
+                         "not supported: leave rollout.vllm.server_urls empty (a server per process) or run synchronously")
+    try:
+        gen = VLLMServerGenerator(urls, learner, tokenizer, sync_every=v.sync_every,
+                                  lora_sync=v.lora_sync, bucket_mb=v.bucket_mb,
+                                  timeout_s=v.timeout_s, sync_timeout_s=v.sync_timeout_s,
+                                  pushes=not shared or accelerator.is_main_process,
+                                  barrier=accelerator.wait_for_everyone if shared else None)
+    except BaseException:
+        if started is not None:
+            started.close()
+        raise
+
+    def close() -> None:
+        gen.close()
+        if started is not None:
+            started.close()
+
+    return gen, close
 
 
 __all__ = ["make_generator", "use_sleep"]

@@ -7,11 +7,11 @@ every rollout says which weights made it.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 
-from .base import Rollout, SamplingParams, stop_token_ids
+from .base import Rollout, SamplingParams, Snapshot, SyncInfo, stop_token_ids
 
 
 class TransformersGenerator:
@@ -26,12 +26,48 @@ class TransformersGenerator:
         self.weight_version = 0
         self.stop_ids = set(stop_token_ids(tokenizer))
 
+    # The learner's own model: every weight method only counts versions.
+    last_sync: Optional[SyncInfo] = None
+
     def sync_weights(self, force: bool = False) -> bool:
         self.weight_version += 1
         return True
 
+    def snapshot(self) -> Snapshot:
+        return Snapshot("shared")
+
+    def apply(self, snapshot: Snapshot, version: Optional[int] = None) -> int:
+        self.weight_version = self.weight_version + 1 if version is None else version
+        return self.weight_version
+
     def restore(self, version: int) -> None:
         self.weight_version = version   # the learner's own weights: nothing to load
+
+    def sleep(self) -> None:
+        """Nothing to free: the learner's model is the sampler."""
+
+    def wake_up(self) -> None:
+        """Nothing was freed."""
+
+    def sync_and_wake(self) -> bool:
+        return self.sync_weights()
+
+    def close(self) -> None:
+        """No threads or connections."""
+
+    @torch.no_grad()
+    def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int) -> list[str]:
+        texts: list[str] = []
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for start in range(0, len(prompts), self.batch_size):
+                chunk = [list(p) for p in prompts[start:start + self.batch_size]]
+                out = self._generate_chunk(chunk, None, max_new_tokens)
+                texts += [r.text for r in out]
+        finally:
+            self.model.train(was_training)
+        return texts
 
     @torch.no_grad()
     def generate(self, prompts: Sequence[list[int]], params: SamplingParams) -> list[list[Rollout]]:
@@ -43,25 +79,29 @@ class TransformersGenerator:
         self.model.eval()
         try:
             for start in range(0, len(flat), self.batch_size):
-                rollouts += self._generate_chunk(flat[start:start + self.batch_size], params)
+                rollouts += self._generate_chunk(flat[start:start + self.batch_size], params, params.max_new_tokens)
         finally:
             self.model.train(was_training)
         return [rollouts[i * params.n:(i + 1) * params.n] for i in range(len(prompts))]
 
-    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams) -> list[Rollout]:
+    def _generate_chunk(self, prompts: list[list[int]], params: Optional[SamplingParams],
+                        max_new_tokens: int) -> list[Rollout]:
+        """Sampled with ``params``, or greedy when None."""
         device = next(self.model.parameters()).device
         pad = self.tokenizer.pad_token_id
         width = max(len(p) for p in prompts)
         # Left padding: every prompt ends at the same position, so new tokens line up.
         input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+        sampling = (dict(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or None)
+                    if params is not None else dict(do_sample=False, temperature=None, top_p=None, top_k=None))
         out = self.model.generate(
-            input_ids=input_ids, attention_mask=attention, do_sample=True, temperature=params.temperature,
-            top_p=params.top_p, top_k=params.top_k or None, max_new_tokens=params.max_new_tokens,
-            pad_token_id=pad, eos_token_id=sorted(self.stop_ids), return_dict_in_generate=True, output_logits=True)
+            input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens, pad_token_id=pad,
+            eos_token_id=sorted(self.stop_ids), return_dict_in_generate=True, output_logits=True, **sampling)
+        temperature = params.temperature if params is not None else 1.0
         new = out.sequences[:, width:]
         # Raw logits / temperature: the distribution the learner's log-probs use too.
-        logits = torch.stack(out.logits, dim=1)[:, :new.shape[1]].float() / params.temperature
+        logits = torch.stack(out.logits, dim=1)[:, :new.shape[1]].float() / temperature
         logp = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
         result = []
         for row, prompt in enumerate(prompts):

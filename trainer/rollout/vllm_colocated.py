@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 import weakref
 from typing import Any, Literal, Optional, Sequence
 
-from .base import Rollout, SamplingParams, stop_token_ids
+from .base import Rollout, SamplingParams, Snapshot, SyncInfo, stop_token_ids
 from .vllm_engine import VLLMEngine
 from .weights import adapter_state, is_peft, policy_weights, unwrap, write_adapter
 
@@ -42,6 +43,7 @@ class VLLMColocatedGenerator:
         if self._adapter_dir:
             weakref.finalize(self, shutil.rmtree, self._adapter_dir, True)
         self.stop_ids = stop_token_ids(tokenizer)
+        self.last_sync: Optional[SyncInfo] = None
         if self.adapter_sync:   # the engine serves the adapter from the first rollout on
             self.apply(self.snapshot(), version=0)
 
@@ -59,22 +61,35 @@ class VLLMColocatedGenerator:
         self._steps_since_sync = 0
         return True
 
-    def snapshot(self, copy: bool = True) -> tuple[str, Any]:
-        """The learner's policy now; ``copy`` makes it safe to apply after the learner moves on."""
+    def snapshot(self, copy: bool = True) -> Snapshot:
+        """The learner's policy now; ``copy`` (the default) makes it safe to apply after the
+        learner moves on; ``copy=False`` shares the learner's tensors (an immediate push)."""
         if self.adapter_sync:
-            return "lora", adapter_state(self.learner)
-        return "full", policy_weights(self.learner, copy=copy)
+            tensors, config = adapter_state(self.learner)
+            return Snapshot("lora", tensors, config)
+        return Snapshot("full", policy_weights(self.learner, copy=copy))
 
-    def apply(self, snapshot: tuple[str, Any], version: Optional[int] = None) -> int:
-        kind, data = snapshot
-        if kind == "lora":
-            write_adapter(self._adapter_dir, *data)
-            return self.engine.load_lora(self._adapter_dir, version=version)
-        return self.engine.load_weights(data, version=version)
+    def apply(self, snapshot: Snapshot, version: Optional[int] = None) -> int:
+        t0 = time.perf_counter()
+        if snapshot.kind == "lora":
+            write_adapter(self._adapter_dir, snapshot.payload, snapshot.config)
+            out = self.engine.load_lora(self._adapter_dir, version=version)
+            named = list(snapshot.payload.items())
+        elif snapshot.kind == "full":
+            out = self.engine.load_weights(snapshot.payload, version=version)
+            named = list(snapshot.payload)
+        else:
+            raise ValueError(f"the vLLM engine cannot load a {snapshot.kind!r} snapshot (it holds its own weights)")
+        size = float(sum(t.numel() * t.element_size() for _, t in named))
+        self.last_sync = SyncInfo(bytes=size, buckets=1, seconds=time.perf_counter() - t0)
+        return out
 
     def restore(self, version: int) -> None:
         """After a resume: the engine takes the restored learner's policy, under its version."""
         self.apply(self.snapshot(copy=False), version=version)
+
+    def close(self) -> None:
+        """The engine lives as long as this object (vLLM frees it on collection)."""
 
     # ------------------------------------------------------------------ sampling
     def generate(self, prompts: Sequence[list[int]], params: SamplingParams) -> list[list[Rollout]]:

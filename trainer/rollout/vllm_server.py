@@ -13,7 +13,7 @@ from typing import Any, Callable, Literal, Optional, Sequence
 
 from ..serve.client import EngineClient, serialize_buckets
 from ..serve.errors import EngineServerError
-from .base import Rollout, SamplingParams, stop_token_ids
+from .base import Rollout, SamplingParams, Snapshot, SyncInfo, stop_token_ids
 from .weights import adapter_state, is_peft, policy_weights
 
 
@@ -48,12 +48,12 @@ class VLLMServerGenerator:
                     "vllm_lora_sync: merged to push merged weights")
         self.stop_ids = stop_token_ids(tokenizer)
         self.weight_version = 0
-        self.last_sync: dict[str, float] = {}
+        self.last_sync: Optional[SyncInfo] = None
         # The servers may have loaded anything: start them all from the learner's weights
         # (with adapter sync, its base weights first, then the adapter).
         if self.adapter_sync and self.pushes:
-            base = ("full", serialize_buckets(policy_weights(learner, merge=False), self.bucket_bytes), None)
-            self._all(lambda c: c.push(base[1], kind="full", version=0))
+            base = serialize_buckets(policy_weights(learner, merge=False), self.bucket_bytes)
+            self._all(lambda c: c.push(base, kind="full", version=0))
         self.push(version=0)
 
     def _all(self, fn: Any) -> list[Any]:
@@ -68,14 +68,14 @@ class VLLMServerGenerator:
         self._steps_since_sync = 0
         return True
 
-    def snapshot(self) -> Any:
+    def snapshot(self) -> Snapshot:
         """The learner's policy, serialized now: safe to send while the learner moves on."""
         if self.adapter_sync:
             tensors, config = adapter_state(self.learner)
-            return "lora", serialize_buckets(list(tensors.items()), self.bucket_bytes), config
-        return "full", serialize_buckets(policy_weights(self.learner), self.bucket_bytes), None
+            return Snapshot("lora", serialize_buckets(list(tensors.items()), self.bucket_bytes), config)
+        return Snapshot("full", serialize_buckets(policy_weights(self.learner), self.bucket_bytes))
 
-    def apply(self, snapshot: Any, version: Optional[int] = None) -> int:
+    def apply(self, snapshot: Snapshot, version: Optional[int] = None) -> int:
         self.push(self.weight_version + 1 if version is None else version, snapshot)
         return self.weight_version
 
@@ -83,12 +83,13 @@ class VLLMServerGenerator:
         """After a resume: every server takes the restored learner's policy, under its version."""
         self.push(version)
 
-    def push(self, version: int, snapshot: Any = None) -> None:
+    def push(self, version: int, snapshot: Optional[Snapshot] = None) -> None:
         if self.pushes:
-            kind, blobs, config = snapshot or self.snapshot()
-            replies = self._all(lambda c: c.push(blobs, kind=kind, version=version, config=config))
-            self.last_sync = {"bytes": float(sum(len(b) for b, _ in blobs)), "buckets": float(len(blobs)),
-                              "seconds": max(r["seconds"] for r in replies)}
+            snap = snapshot or self.snapshot()
+            blobs = snap.payload
+            replies = self._all(lambda c: c.push(blobs, kind=snap.kind, version=version, config=snap.config))
+            self.last_sync = SyncInfo(bytes=float(sum(len(b) for b, _ in blobs)), buckets=len(blobs),
+                                      seconds=max(r["seconds"] for r in replies))
         if self.barrier is not None:
             self.barrier()
         self.weight_version = version
@@ -115,6 +116,17 @@ class VLLMServerGenerator:
     def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int) -> list[str]:
         out = self._request(prompts, n=1, temperature=0.0, max_new_tokens=max_new_tokens)
         return [self.tokenizer.decode(g[0]["completion_ids"], skip_special_tokens=True) for _, g in out]
+
+    # ------------------------------------------------------------------ memory (the servers' own GPUs)
+    def sleep(self) -> None:
+        self._all(lambda c: c.sleep())
+
+    def wake_up(self) -> None:
+        self._all(lambda c: c.wake_up())
+
+    def sync_and_wake(self) -> bool:
+        self.wake_up()
+        return self.sync_weights()
 
     def versions(self) -> list[int]:
         return [h["weight_version"] for h in self._all(lambda c: c.health())]

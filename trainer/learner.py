@@ -1,0 +1,154 @@
+"""`Learner`: the one place that turns a loss into an optimizer step.
+
+It owns micro-batching (gradient accumulation), the token count N that dapo-style
+losses divide by (summed over every process), the non-finite guard, gradient clipping
+and the optimizer and scheduler steps. GRPO and PPO give it a ``MicroLoss``: a function
+of one micro-batch that returns its loss and the values to log.
+
+The guard: a NaN/inf loss or gradient norm would poison the weights for good, so that
+update is dropped, counted in ``skipped_nonfinite`` and in ``nonfinite_streak`` (the
+run stops after ``max_nonfinite_steps`` in a row, with a checkpoint). Under fp16 a grad
+scaler is in charge of overflow instead: the optimizer step is handed to the scaler,
+which skips it and lowers its scale; the skip is counted, but only a non-finite loss
+counts towards the streak.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Protocol
+
+import torch
+
+from .records import LearnStats, TrainBatch
+
+
+class MicroLoss(Protocol):
+    def __call__(self, part: TrainBatch, rows: slice, n_micro: int, pass_index: int
+                 ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The loss of ``part`` (rows ``rows`` of the batch; one of ``n_micro`` micro-batches,
+        already divided for accumulation) and its logged values, on pass ``pass_index``."""
+        ...
+
+
+@dataclass
+class Trainable:
+    """A prepared model with its optimizer (and scheduler): the policy, or PPO's critic."""
+
+    model: torch.nn.Module
+    optimizer: Any
+    scheduler: Optional[Any] = None
+
+
+def disable_dropout(model: torch.nn.Module) -> None:
+    """Dropout off everywhere, so the update (in train mode, for gradient checkpointing)
+    computes the same function the rollouts sampled from."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        # Attention layers keep their rate as a float attribute and apply it functionally.
+        for name, value in list(vars(module).items()):
+            if "dropout" in name and isinstance(value, float):
+                setattr(module, name, 0.0)
+
+
+class Learner:
+    def __init__(self, accelerator: Any, parts: list[Trainable], *, micro_batch_size: int, max_grad_norm: float,
+                 warn: Callable[[str], None]) -> None:
+        self.accelerator = accelerator
+        self.parts = parts
+        self.micro_batch_size = micro_batch_size
+        self.max_grad_norm = max_grad_norm
+        self.warn = warn
+        self.nonfinite_streak = 0
+
+    @property
+    def policy(self) -> torch.nn.Module:
+        return self.parts[0].model
+
+    @property
+    def lr(self) -> float:
+        sched = self.parts[0].scheduler
+        return float(sched.get_last_lr()[0]) if sched is not None else float(self.parts[0].optimizer.param_groups[0]["lr"])
+
+    def token_count(self, mask: torch.Tensor) -> float:
+        """N: the completion tokens of the whole generation batch, over every process."""
+        return float(self.accelerator.reduce(mask.sum().detach(), reduction="sum"))
+
+    def micro_batches(self, rows: int) -> list[slice]:
+        return [slice(i, min(i + self.micro_batch_size, rows)) for i in range(0, rows, self.micro_batch_size)]
+
+    def update(self, batch: TrainBatch, loss: MicroLoss, passes: int = 1) -> LearnStats:
+        """``passes`` optimizer steps over ``batch`` (μ), each accumulating every micro-batch."""
+        micro = self.micro_batches(len(batch))
+        values: dict[str, list[float]] = {}
+        stats = LearnStats(learned_rows=len(batch))
+        for p in self.parts:
+            p.model.train()   # gradient checkpointing runs in train mode only; dropout is off
+        try:
+            for index in range(passes):
+                losses = self._accumulate(batch, micro, loss, index, values)
+                stats.grad_norm, skipped = self._step(sum(losses))
+                stats.skipped_nonfinite += skipped
+        finally:
+            for p in self.parts:
+                p.model.eval()
+        stats.values = {k: sum(v) / len(v) for k, v in values.items() if k != "loss"}
+        stats.loss = sum(values.get("loss", [0.0]))   # the per-micro losses add up to the step's loss
+        return stats
+
+    def _accumulate(self, batch: TrainBatch, micro: list[slice], loss: MicroLoss, index: int,
+                    values: dict[str, list[float]]) -> list[float]:
+        if not micro:
+            # Nothing taught this step: the update is Adam's with zero gradients, exactly what
+            # the full backward would have produced.
+            for p in self.parts:
+                for param in p.model.parameters():
+                    if param.requires_grad:
+                        param.grad = torch.zeros_like(param)
+        losses = []
+        for rows in micro:
+            value, logged = loss(batch.slice(rows), rows, len(micro), index)
+            self.accelerator.backward(value)
+            for key, v in logged.items():
+                values.setdefault(key, []).append(v)
+            losses.append(logged.get("loss", float(value.detach())))
+        return losses
+
+    def _step(self, loss_sum: float) -> tuple[float, int]:
+        """Clip, guard, step; returns (the policy's gradient norm, 1 if the step was skipped)."""
+        norms = [float(self.accelerator.clip_grad_norm_(p.model.parameters(), self.max_grad_norm))
+                 for p in self.parts]
+        finite = math.isfinite(loss_sum) and all(math.isfinite(n) for n in norms)
+        if self.accelerator.scaler is not None and math.isfinite(loss_sum):
+            return norms[0], self._scaled_step()
+        if not finite:
+            for p in self.parts:
+                p.optimizer.zero_grad(set_to_none=True)
+            self.nonfinite_streak += 1
+            self.warn(f"non-finite loss ({loss_sum}) or gradient norm ({norms[0]}): update skipped "
+                      f"({self.nonfinite_streak} in a row)")
+            return norms[0], 1
+        self.nonfinite_streak = 0
+        for p in self.parts:
+            p.optimizer.step()
+            if p.scheduler is not None:
+                p.scheduler.step()
+            p.optimizer.zero_grad(set_to_none=True)
+        return norms[0], 0
+
+    def _scaled_step(self) -> int:
+        """fp16: the scaler steps, or skips an overflowing step and lowers its scale."""
+        skipped = 0
+        for p in self.parts:
+            p.optimizer.step()
+            skipped = max(skipped, int(bool(p.optimizer.step_was_skipped)))
+            if p.scheduler is not None:
+                p.scheduler.step()
+            p.optimizer.zero_grad(set_to_none=True)
+        self.nonfinite_streak = 0
+        return skipped
+
+
+__all__ = ["Learner", "MicroLoss", "Trainable", "disable_dropout"]

@@ -1,0 +1,159 @@
+"""The plain data a step passes between its phases; no behaviour beyond slicing.
+
+    Scored      B groups of G rollouts with their verdicts       (rollout phase → advantages)
+    TrainBatch  the padded tensors the learner trains on          (advantages → learner)
+    LossSpec    the objective's constants                         (config → loss function)
+    LearnStats  what one update measured                          (learner → step row)
+    StepValues  everything a step's metrics row is computed from  (step → ``step_row``)
+
+A leaf module: it imports no other trainer module, so every phase can depend on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+
+from proctor.envs import SuiteItem, Verdict
+
+from .rollout.base import Rollout
+
+
+@dataclass(frozen=True)
+class Scored:
+    """B groups of G rollouts with their verdicts, group-contiguous."""
+
+    items: list[SuiteItem]            # one per rollout (each prompt's item repeated G times)
+    rollouts: list[Rollout]
+    verdicts: list[Verdict]
+    turns: int = 1                    # the most turns any rollout ran (multi-turn envs)
+
+    def __post_init__(self) -> None:
+        if not len(self.items) == len(self.rollouts) == len(self.verdicts):
+            raise ValueError(f"Scored: {len(self.items)} items, {len(self.rollouts)} rollouts and "
+                             f"{len(self.verdicts)} verdicts must be equal (a short list would shift rewards)")
+
+    def groups(self, size: int) -> list[slice]:
+        return [slice(s, s + size) for s in range(0, len(self.rollouts), size)]
+
+    def keep_groups(self, keep: list[bool], size: int) -> "Scored":
+        idx = [i for i in range(len(self.rollouts)) if keep[i // size]]
+        return Scored([self.items[i] for i in idx], [self.rollouts[i] for i in idx],
+                      [self.verdicts[i] for i in idx], self.turns)
+
+    def __add__(self, other: "Scored") -> "Scored":
+        return Scored(self.items + other.items, self.rollouts + other.rollouts, self.verdicts + other.verdicts,
+                      max(self.turns, other.turns))
+
+
+@dataclass
+class TrainBatch:
+    """Right-padded prompt+completion rows; per-token tensors are over *target* positions
+    (position j predicts token j+1), with ``mask`` set on completion tokens only."""
+
+    input_ids: torch.Tensor        # [B, L]
+    attention_mask: torch.Tensor   # [B, L]
+    targets: torch.Tensor          # [B, L-1]: input_ids shifted left
+    mask: torch.Tensor             # [B, L-1] float: 1 on the completion's tokens
+    advantages: torch.Tensor       # [B]
+    sampler_logp: torch.Tensor     # [B, L-1]: the sampler's log-probs on the mask, 0 elsewhere
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    def slice(self, rows: slice) -> "TrainBatch":
+        return TrainBatch(*(t[rows] for t in self.tensors()))
+
+    def select(self, keep: torch.Tensor) -> "TrainBatch":
+        """The rows where ``keep`` (bool [B]) is set."""
+        return TrainBatch(*(t[keep] for t in self.tensors()))
+
+    def to(self, device: Any) -> "TrainBatch":
+        return TrainBatch(*(t.to(device) for t in self.tensors()))
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return (self.input_ids, self.attention_mask, self.targets, self.mask, self.advantages, self.sampler_logp)
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    """The clipped-surrogate objective's constants (``algo.policy_loss`` keywords)."""
+
+    loss_type: str
+    importance_level: str
+    epsilon_low: float
+    epsilon_high: Optional[float]
+    delta: Optional[float]
+    beta: float
+    kl_kind: str
+    entropy_coef: float
+    max_completion_length: int
+    temperature: float
+
+    @classmethod
+    def from_config(cls, objective: Any, rollout: Any) -> "LossSpec":
+        return cls(objective.loss_type, objective.importance_level, objective.epsilon_low, objective.epsilon_high,
+                   objective.delta, objective.beta, objective.kl_kind, objective.entropy_coef,
+                   rollout.max_new_tokens, rollout.temperature)
+
+    def policy_kwargs(self) -> dict[str, Any]:
+        return dict(loss_type=self.loss_type, importance_level=self.importance_level,
+                    epsilon_low=self.epsilon_low, epsilon_high=self.epsilon_high, delta=self.delta,
+                    beta=self.beta, kl_kind=self.kl_kind, max_completion_length=self.max_completion_length,
+                    entropy_coef=self.entropy_coef)
+
+
+@dataclass
+class LearnStats:
+    """One update's measurements: per-micro-batch values averaged, the loss summed."""
+
+    values: dict[str, float] = field(default_factory=dict)
+    loss: float = 0.0
+    grad_norm: float = 0.0
+    skipped_nonfinite: int = 0
+    learned_rows: int = 0
+
+    def as_dict(self) -> dict[str, float]:
+        return {**self.values, "loss": self.loss, "grad_norm": self.grad_norm,
+                "skipped_nonfinite": self.skipped_nonfinite, "learned_rows": self.learned_rows}
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Run-long token counters (carried in checkpoints)."""
+
+    tokens_generated: int = 0
+    tokens_learned: int = 0
+    tokens_zero_signal: int = 0
+
+    def add(self, generated: int, zero_signal: int) -> "Totals":
+        return Totals(self.tokens_generated + generated, self.tokens_learned + generated - zero_signal,
+                      self.tokens_zero_signal + zero_signal)
+
+
+@dataclass(frozen=True)
+class StepValues:
+    """Everything one step's metrics row is computed from (see ``step_row.step_row``)."""
+
+    step: int
+    scored: Scored
+    zero_signal: list[bool]           # per rollout: its group teaches nothing
+    zero_signal_frac: float           # share of groups with zero signal
+    learn: dict[str, float]
+    times: dict[str, float]           # the step's time split, seconds per section
+    step_s: float
+    totals: Totals                    # after this step
+    lr: float
+    weight_version: int
+    tokens_saved_by_skip: int
+    memory_kind: str                  # "cuda" (peak allocated) or "rss" (peak resident set)
+    peak_memory_bytes: int
+    rounds: int = 0                   # dynamic-sampling rounds
+    lags: Optional[list[int]] = None  # async: each rollout's staleness in optimizer steps
+    sync_bytes: Optional[float] = None
+    extra: dict[str, Any] = field(default_factory=dict)   # algorithm-specific values (PPO's critic)
+
+
+__all__ = ["LearnStats", "LossSpec", "Scored", "StepValues", "Totals", "TrainBatch"]

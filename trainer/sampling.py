@@ -1,0 +1,145 @@
+"""Phase 1 of a step: which prompts, and their G scored completions.
+
+``PromptDrawer`` draws tasks from the suite (skipping prompts the pass-rate memory
+predicts to be zero-signal, and counting what that saved); ``RolloutRunner`` turns
+prompts into a ``Scored`` batch, generating in chunks and scoring each finished chunk
+in a thread while the next one generates. Both take what they need as arguments.
+"""
+
+from __future__ import annotations
+
+import random
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from proctor.envs import SuiteItem, Verdict
+
+from .metrics import Stopwatch
+from .passrate import PassRateMemory, PromptRecord
+from .records import Scored
+from .rollout import Generator, Rollout, SamplingParams
+
+ScoreFn = Callable[[list[SuiteItem], list[str]], list[Verdict]]
+# (items, rollouts, verdicts, score) → (rollouts, verdicts, turns): later turns of multi-turn envs
+MoreTurns = Callable[[list[SuiteItem], list[Rollout], list[Verdict], Callable], tuple[list, list, int]]
+
+
+class PromptDrawer:
+    """Tasks for a step, one process's own stream (seeded by rank), with pass-rate memory."""
+
+    def __init__(self, sample: Callable[[int, np.random.Generator], list[SuiteItem]], seed: int,
+                 memory: PassRateMemory, skip_zero_signal: bool, default_tokens: int) -> None:
+        self.sample = sample
+        self.rng = random.Random(seed)
+        self.np_rng = np.random.default_rng(seed)
+        self.memory = memory
+        self.skip_zero_signal = skip_zero_signal
+        self.default_tokens = default_tokens
+        self.recent_lengths: list[float] = []      # mean completion length of the last 5 steps
+
+    def draw(self, n: int) -> list[SuiteItem]:
+        """n tasks; with pass-rate memory, prompts predicted zero-signal are skipped (bounded tries)."""
+        items: list[SuiteItem] = []
+        tries = 0
+        while len(items) < n:
+            item = self.sample(1, self.np_rng)[0]
+            tries += 1
+            if self.skip_zero_signal and tries < 50 * n and self.memory.should_skip(item.task.id, self.rng):
+                self.memory.note_skip(self.memory.group_size * self.expected_tokens())
+                continue
+            items.append(item)
+        return items
+
+    def observe(self, scored: Scored, group_size: int, step: int) -> None:
+        """Every scored group updates the memory; lengths update the expected cost of a skip."""
+        for group in scored.groups(group_size):
+            self.memory.update(scored.items[group.start].task.id,
+                               [v.correct for v in scored.verdicts[group] if v.scored], step)
+        lens = [sum(r.learned()) for r in scored.rollouts]
+        if lens:
+            self.recent_lengths = (self.recent_lengths + [sum(lens) / len(lens)])[-5:]
+
+    def expected_tokens(self) -> int:
+        """A skipped completion's expected length: the recent mean, else the length limit."""
+        lens = self.recent_lengths
+        return int(sum(lens) / len(lens)) if lens else self.default_tokens
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rng": self.rng.getstate(), "np_rng": self.np_rng.bit_generator.state,
+                "memory": {k: asdict(v) for k, v in self.memory.records.items()},
+                "memory_counters": (self.memory.skipped, self.memory.tokens_saved), "recent_lengths": list(self.recent_lengths)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.setstate(state["rng"])
+        self.np_rng.bit_generator.state = state["np_rng"]
+        self.memory.records = {k: PromptRecord(**v) for k, v in state["memory"].items()}
+        self.memory.skipped, self.memory.tokens_saved = state["memory_counters"]
+        self.recent_lengths = list(state.get("recent_lengths", []))
+
+
+class RolloutRunner:
+    """prompts → G completions each → verdicts, as one ``Scored`` batch in prompt order."""
+
+    def __init__(self, generator: Generator, tokenize: Callable[[SuiteItem], list[int]], score: ScoreFn,
+                 sampling: SamplingParams, chunk_sequences: int, overlap_scoring: bool = True,
+                 more_turns: Optional[MoreTurns] = None) -> None:
+        self.generator = generator
+        self.tokenize = tokenize
+        self.score = score
+        self.sampling = sampling
+        self.per_chunk = max(1, chunk_sequences // sampling.n)
+        self.overlap = overlap_scoring
+        self.more_turns = more_turns
+        self.scorer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proctor-score")
+
+    def __call__(self, items: Sequence[SuiteItem], watch: Stopwatch) -> Scored:
+        """Generate in chunks; each finished chunk is scored in a thread while the next generates."""
+        prompts = [self.tokenize(item) for item in items]
+        pending: list[tuple[list[SuiteItem], list[Rollout], Optional[Future]]] = []
+        for start in range(0, len(items), self.per_chunk):
+            with watch.section("generate"):
+                groups = self.generator.generate(prompts[start:start + self.per_chunk], self.sampling)
+            flat_items = [it for it in items[start:start + self.per_chunk] for _ in range(self.sampling.n)]
+            flat = [r for g in groups for r in g]
+            # Without overlap, everything is scored after generation (the baseline it is measured against).
+            future = self.scorer.submit(self._score, flat_items, flat, watch) if self.overlap else None
+            pending.append((flat_items, flat, future))
+        items_out: list[SuiteItem] = []
+        rollouts: list[Rollout] = []
+        verdicts: list[Verdict] = []
+        with watch.section("score_exposed"):   # scoring time that generation did not hide
+            for flat_items, flat, future in pending:
+                items_out += flat_items
+                rollouts += flat
+                verdicts += future.result() if future is not None else self._score(flat_items, flat, watch)
+        if self.more_turns is None:
+            return Scored(items_out, rollouts, verdicts)
+        with watch.section("later_turns"):
+            rollouts, verdicts, turns = self.more_turns(items_out, rollouts, verdicts,
+                                                        lambda its, rs: self._score(its, rs, watch))
+        return Scored(items_out, rollouts, verdicts, turns)
+
+    def _score(self, items: list[SuiteItem], rollouts: list[Rollout], watch: Stopwatch) -> list[Verdict]:
+        with watch.section("score"):
+            verdicts = self.score(items, [r.text for r in rollouts])
+        if len(verdicts) != len(rollouts):   # a short list would shift every later reward
+            raise RuntimeError(f"scoring returned {len(verdicts)} verdicts for {len(rollouts)} completions")
+        return verdicts
+
+    def close(self) -> None:
+        self.scorer.shutdown(wait=True)
+
+
+def groups_with_signal(scored: Scored, group_size: int) -> list[bool]:
+    """Per group: at least two judged completions whose rewards differ."""
+    keep = []
+    for group in scored.groups(group_size):
+        rewards = [v.reward for v in scored.verdicts[group] if v.scored]
+        keep.append(len(rewards) >= 2 and max(rewards) - min(rewards) > 1e-6)
+    return keep
+
+
+__all__ = ["PromptDrawer", "RolloutRunner", "groups_with_signal"]
