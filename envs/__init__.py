@@ -6,11 +6,19 @@
     obs, reward, terminated, truncated, info = env.step(completion)
 
 Importing this package registers the built-in envs (``proctor envs list``).
+``make_env(name, **kwargs)`` loads any env by id, ``module:factory`` or
+``file.py:factory``; ``make_eval_env`` gives its held-out questions
+(``partition``/``eval_fraction``, see ``core/splits.py``); ``with_reward_funcs``
+adds TRL-style reward functions on top of an env (``core/reward_funcs.py``).
 """
 
 from .core import (BadRow, ChatSpace, CheckReport, EnvSuite, ListSource, Part, Problem, Rubric, RowSource,
                    SuiteItem, Task, TaskSource, TextSpace, VerifiableEnv, Verdict, Verifier, check_env,
                    exact_verdict, load_rows, mean_reward)
+from .core.reward_funcs import (RewardFuncError, RewardFunctions, RewardFunctionsVerifier, combine_rewards,
+                                with_reward_funcs)
+from .core.splits import DEFAULT_EVAL_FRACTION, PartitionedSource, in_eval_partition, question_key
+from .loader import EnvLoadError, make_env, make_eval_env
 from .registry import SPECS, register_all, registered
 
 register_all()
@@ -27,4 +35,7 @@ __all__ = [
     "BadRow", "ChatSpace", "CheckReport", "EnvSuite", "ListSource", "Part", "Problem", "Rubric", "RowSource",
     "SuiteItem", "Task", "TaskSource", "TextSpace", "VerifiableEnv", "Verdict", "Verifier", "check_env",
     "exact_verdict", "load_rows", "mean_reward", "SPECS", "register_all", "registered", "as_reward_func",
+    "RewardFuncError", "RewardFunctions", "RewardFunctionsVerifier", "combine_rewards", "with_reward_funcs",
+    "DEFAULT_EVAL_FRACTION", "PartitionedSource", "in_eval_partition", "question_key", "EnvLoadError", "make_env",
+    "make_eval_env",
 ]

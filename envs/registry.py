@@ -5,18 +5,21 @@
 
 Every factory takes ``tasks=`` (a .jsonl/.json/.parquet path or a Hugging Face
 dataset id) where the env reads task files, plus ``chat``, ``system_prompt`` and
-``max_turns``. ``proctor envs list`` prints this table.
+``max_turns``, and ``partition="train" | "eval"`` with ``eval_fraction`` for disjoint
+train and eval question sets (``proctor.envs.core.splits``; ``split`` stays the
+Hugging Face dataset split). ``proctor envs list`` prints this table.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import gymnasium as gym
 
 from .core.env import VerifiableEnv
 from .core.sources import BadRow, RowSource, TaskSource, load_rows, require
+from .core.splits import DEFAULT_EVAL_FRACTION, PartitionedSource, check_partition
 from .core.types import Task
 from .core.verifier import Part, Rubric, Verifier
 from .text import verifiers as text
@@ -31,9 +34,16 @@ def _env(source: TaskSource, verifier: Verifier, *, format_weight: float = 0.0,
     return VerifiableEnv(source, Rubric(verifier, parts=parts), reference=reference, **kw)
 
 
-def _rows(tasks: str, split: str, to_task: Callable[[Mapping[str, Any], str], Task]) -> RowSource:
+def _part(source: TaskSource, partition: Optional[str], eval_fraction: float) -> TaskSource:
+    """The source itself, or only its train or eval questions."""
+    check_partition(partition, eval_fraction)
+    return source if partition is None else PartitionedSource(source, partition, eval_fraction)  # type: ignore[arg-type]
+
+
+def _rows(tasks: str, split: str, to_task: Callable[[Mapping[str, Any], str], Task],
+          partition: Optional[str] = None, eval_fraction: float = DEFAULT_EVAL_FRACTION) -> TaskSource:
     rows, name = load_rows(tasks, split)
-    return RowSource(rows, to_task, name)
+    return _part(RowSource(rows, to_task, name), partition, eval_fraction)
 
 
 def _pick(row: Mapping[str, Any], fields: tuple[str, ...], where_field: str) -> str:
@@ -62,15 +72,18 @@ def qa_row(prompt_field: Optional[str], answer_field: str) -> Callable[[Mapping[
 def make_math(tasks: Optional[str] = None, *, split: str = "train", prompt_field: Optional[str] = None,
               answer_field: str = "answer", level: int = 2, n: int = 1000, seed: int = 0,
               prompt_template: Optional[str] = None, timeout_s: float = 2.0, format_weight: float = 0.0,
-              **kw: Any) -> VerifiableEnv:
-    """Math word problems scored by answer equivalence; procedural arithmetic when no ``tasks``."""
+              numbers: Optional[list[int]] = None, partition: Optional[str] = None,
+              eval_fraction: float = DEFAULT_EVAL_FRACTION, **kw: Any) -> VerifiableEnv:
+    """Math word problems scored by answer equivalence; procedural arithmetic when no ``tasks``
+    (``numbers=[lo, hi]``: the operands' range)."""
     from .math import MathVerifier
     from .procedural.arithmetic import ArithmeticSource, reference_completion
 
     if tasks:
-        source: TaskSource = _rows(tasks, split, qa_row(prompt_field, answer_field))
+        source: TaskSource = _rows(tasks, split, qa_row(prompt_field, answer_field), partition, eval_fraction)
     else:
-        source = ArithmeticSource(n, level, seed, **({"prompt": prompt_template} if prompt_template else {}))
+        source = ArithmeticSource(n, level, seed, numbers=numbers, partition=partition, eval_fraction=eval_fraction,
+                                  **({"prompt": prompt_template} if prompt_template else {}))
     reference = (lambda t: f"\\boxed{{{t.answer}}}") if tasks else reference_completion
     return _env(source, MathVerifier(timeout_s=timeout_s), format_weight=format_weight, reference=reference, **kw)
 
@@ -79,14 +92,17 @@ def make_arithmetic(level: int = 2, n: int = 1000, seed: int = 0, **kw: Any) -> 
     return make_math(level=level, n=n, seed=seed, **kw)
 
 
-def make_countdown(level: int = 2, n: int = 1000, seed: int = 0, **kw: Any) -> VerifiableEnv:
+def make_countdown(level: int = 2, n: int = 1000, seed: int = 0, *, partition: Optional[str] = None,
+                   eval_fraction: float = DEFAULT_EVAL_FRACTION, **kw: Any) -> VerifiableEnv:
     from .procedural.countdown import CountdownSource, CountdownVerifier, reference_completion
 
-    return _env(CountdownSource(n, level, seed), CountdownVerifier(), reference=reference_completion, **kw)
+    source = CountdownSource(n, level, seed, partition=partition, eval_fraction=eval_fraction)
+    return _env(source, CountdownVerifier(), reference=reference_completion, **kw)
 
 
 def make_code(tasks: Optional[str] = None, *, split: str = "train", partial_credit: bool = False,
-              limits: Any = None, sandbox: Any = None, extract_fallback: str = "parse", **kw: Any) -> VerifiableEnv:
+              limits: Any = None, sandbox: Any = None, extract_fallback: str = "parse", partition: Optional[str] = None,
+              eval_fraction: float = DEFAULT_EVAL_FRACTION, **kw: Any) -> VerifiableEnv:
     """Code tasks run in the sandbox: HumanEval when no ``tasks`` file is given."""
     from .code import CodeVerifier, code_task_from_row, humaneval_source
 
@@ -103,7 +119,7 @@ def make_code(tasks: Optional[str] = None, *, split: str = "train", partial_cred
         source = humaneval_source()
         reference = _humaneval_reference
     verifier = CodeVerifier(sandbox=sandbox, limits=limits, fallback=extract_fallback)
-    return _env(source, verifier, reference=reference, **kw)
+    return _env(_part(source, partition, eval_fraction), verifier, reference=reference, **kw)
 
 
 def _humaneval_reference(task: Task) -> Optional[str]:
@@ -117,7 +133,8 @@ def _humaneval_reference(task: Task) -> Optional[str]:
 
 
 def make_text(kind: str, tasks: str, *, split: str = "train", prompt_field: Optional[str] = None,
-              answer_field: str = "answer", format_weight: float = 0.0, **kw: Any) -> VerifiableEnv:
+              answer_field: str = "answer", format_weight: float = 0.0, partition: Optional[str] = None,
+              eval_fraction: float = DEFAULT_EVAL_FRACTION, **kw: Any) -> VerifiableEnv:
     verifier: Verifier = {"exact": text.ExactMatchVerifier, "regex": text.RegexVerifier,
                           "choice": text.ChoiceVerifier}[kind]()
     to_task = qa_row(prompt_field, answer_field)
@@ -132,15 +149,33 @@ def make_text(kind: str, tasks: str, *, split: str = "train", prompt_field: Opti
 
     reference = {"exact": lambda t: f"<answer>{t.answer}</answer>", "choice": lambda t: f"Answer: {t.answer}",
                  "regex": None}[kind]
-    return _env(_rows(tasks, split, to_task), verifier, format_weight=format_weight, reference=reference, **kw)
+    return _env(_rows(tasks, split, to_task, partition, eval_fraction), verifier, format_weight=format_weight,
+                reference=reference, **kw)
 
 
 def make_reasoning_gym(name: str = "basic_arithmetic", size: int = 500, seed: int = 0,
-                       config: Optional[dict] = None, **kw: Any) -> VerifiableEnv:
+                       config: Optional[dict] = None, *, partition: Optional[str] = None,
+                       eval_fraction: float = DEFAULT_EVAL_FRACTION, **kw: Any) -> VerifiableEnv:
     from .procedural.reasoning_gym import ReasoningGymSource, ReasoningGymVerifier, reference_completion
 
-    source = ReasoningGymSource(name, size, seed, **(config or {}))
+    source = ReasoningGymSource(name, size, seed, partition=partition, eval_fraction=eval_fraction, **(config or {}))
     return _env(source, ReasoningGymVerifier(source), reference=reference_completion, **kw)
+
+
+def make_reward_funcs_env(tasks: str, reward_funcs: Sequence[Any], reward_weights: Optional[Sequence[float]] = None,
+                          *, split: str = "train", prompt_field: str = "prompt", pass_threshold: Optional[float] = None,
+                          partition: Optional[str] = None, eval_fraction: float = DEFAULT_EVAL_FRACTION,
+                          **kw: Any) -> VerifiableEnv:
+    """A dataset scored by TRL-style reward functions only (no verifier): each row's ``prompt_field``
+    is the prompt, its other fields are the functions' columns (see ``proctor.envs.core.reward_funcs``)."""
+    from .core.reward_funcs import RewardFunctionsVerifier
+
+    def to_task(row: Mapping[str, Any], row_id: str) -> Task:
+        prompt = require(row, prompt_field, "", row_id, (str, list))
+        return Task(id=row_id, prompt=prompt, data={k: v for k, v in row.items() if k != prompt_field})
+
+    verifier = RewardFunctionsVerifier(reward_funcs, reward_weights, pass_threshold=pass_threshold)
+    return VerifiableEnv(_rows(tasks, split, to_task, partition, eval_fraction), verifier, **kw)
 
 
 @dataclass(frozen=True)
@@ -165,6 +200,7 @@ SPECS: tuple[EnvSpec, ...] = (
     EnvSpec("Regex", lambda tasks, **kw: make_text("regex", tasks, **kw), "text answer fully matches a regex"),
     EnvSpec("Choice", lambda tasks, **kw: make_text("choice", tasks, **kw), "multiple choice A/B/C/D"),
     EnvSpec("ReasoningGym", make_reasoning_gym, "any reasoning-gym generator (name=...)"),
+    EnvSpec("RewardFuncs", make_reward_funcs_env, "a dataset scored by TRL-style reward_funcs (tasks=file)"),
 )
 
 

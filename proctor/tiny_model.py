@@ -3,7 +3,10 @@
 No hub, no network: a byte-level BPE tokenizer is trained on a synthetic corpus
 made here (ChatML arithmetic Q/A plus a little plain text), a Qwen2 (or Llama)
 model is randomly initialised from a seed and, optionally, pretrained for a few
-steps so it answers with a short number followed by ``<|im_end|>``. The result
+steps so it answers with a short number followed by ``<|im_end|>``. Questions the
+arithmetic envs hold out for evaluation (``heldout_fraction``, the envs' default
+``eval_fraction``) are left out of the corpus, so an eval on them measures questions
+the model never saw in pretraining. The result
 is an ordinary Hugging Face directory (``AutoTokenizer`` / ``AutoModelForCausalLM``)
 that TRL, transformers and vLLM load as they would a real model.
 
@@ -44,7 +47,9 @@ PRETRAIN_BATCH = 32
 PRETRAIN_LR = 1e-3
 QA_PAIRS = 20_000
 # Bump when the recipe changes (corpus, tokenizer, init, training): cached models are keyed by it.
-RECIPE_VERSION = 1
+# 2: the arithmetic envs' eval questions are left out of the corpus.
+RECIPE_VERSION = 2
+HELDOUT_FRACTION = 0.1   # = proctor.envs.core.splits.DEFAULT_EVAL_FRACTION (a test keeps them equal)
 BUILD_INFO_FILE = "proctor_tiny_model.json"
 
 # Qwen2's pre-tokenizer split (see train_tokenizer for why it must be this one).
@@ -78,10 +83,13 @@ PLAIN_TEXT = (
 
 
 # ---------------------------------------------------------------------------- corpus
-def _qa_pair(rng: random.Random) -> tuple[str, str]:
-    op = rng.choice("+-*")
-    hi = 12 if op == "*" else 50
-    a, b = rng.randint(0, hi), rng.randint(0, hi)
+def _qa_pair(rng: random.Random, held_out: Callable[[str], bool]) -> tuple[str, str]:
+    while True:   # redraw a question the envs hold out for evaluation
+        op = rng.choice("+-*")
+        hi = 12 if op == "*" else 50
+        a, b = rng.randint(0, hi), rng.randint(0, hi)
+        if not held_out(f"{a} {op} {b}"):
+            break
     value = {"+": a + b, "-": a - b, "*": a * b}[op]
     return rng.choice(QUESTION_FORMS).format(a=a, op=op, b=b), str(value)
 
@@ -92,16 +100,23 @@ def _chatml_prompt(question: str, system: bool) -> str:
     return f"{head}<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
 
 
-def synthetic_corpus(seed: int = 0, n_pairs: int = QA_PAIRS) -> list[tuple[str, str]]:
+def synthetic_corpus(seed: int = 0, n_pairs: int = QA_PAIRS,
+                     heldout_fraction: float = HELDOUT_FRACTION) -> list[tuple[str, str]]:
     """``(prompt, reply)`` pairs: ChatML arithmetic Q/A, then plain-text lines with an empty prompt.
 
     The reply of a Q/A pair is the answer followed by ``<|im_end|>``, so a model
-    trained on it learns to stop after the number.
+    trained on it learns to stop after the number. No question is in the arithmetic
+    envs' eval partition at ``eval_fraction <= heldout_fraction`` (0: keep every question).
     """
+    from proctor.envs.procedural.arithmetic import in_eval_split
+
+    def held_out(expression: str) -> bool:
+        return heldout_fraction > 0 and in_eval_split(expression, heldout_fraction)
+
     rng = random.Random(seed)
     pairs = []
     for _ in range(n_pairs):
-        question, answer = _qa_pair(rng)
+        question, answer = _qa_pair(rng, held_out)
         pairs.append((_chatml_prompt(question, system=rng.random() < 0.2), f"{answer}{EOS_TOKEN}\n"))
     pairs.extend(("", line) for line in PLAIN_TEXT)
     return pairs
@@ -238,6 +253,7 @@ def _pretrain(model: Any, tok: "Tokenizer", pairs: Sequence[tuple[str, str]], st
 def make_tiny_model(out_dir: str | os.PathLike[str], *, arch: Arch = "qwen2", seed: int = 0,
                     pretrain_steps: int = 0, vocab_size: int = 2048, hidden: int = 256, layers: int = 4,
                     heads: int = 8, kv_heads: int = 4, tie_embeddings: bool = True,
+                    heldout_fraction: float = HELDOUT_FRACTION,
                     progress: Optional[ProgressFn] = None, overwrite: bool = False) -> Path:
     """Build a tiny model + tokenizer into ``out_dir`` and return its path.
 
@@ -245,11 +261,14 @@ def make_tiny_model(out_dir: str | os.PathLike[str], *, arch: Arch = "qwen2", se
     (the real size is then smaller), and the model's embedding is that size
     rounded up to a multiple of 64. ``pretrain_steps`` > 0 trains that many steps
     (batch 32) so the model answers with a number and ``<|im_end|>``; 0 leaves
-    random weights that emit junk. The same arguments give the same files.
+    random weights that emit junk. ``heldout_fraction``: the arithmetic questions held out
+    of the corpus (see :func:`synthetic_corpus`). The same arguments give the same files.
     """
     _check_shape(arch, vocab_size, hidden, layers, heads, kv_heads)
     if pretrain_steps < 0:
         raise ValueError(f"pretrain_steps must be >= 0, got {pretrain_steps}")
+    if not 0.0 <= heldout_fraction < 1.0:
+        raise ValueError(f"heldout_fraction must be in [0, 1), got {heldout_fraction!r}")
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise FileExistsError(f"{out} exists and is not empty; choose an empty folder or pass overwrite=True "
@@ -259,7 +278,7 @@ def make_tiny_model(out_dir: str | os.PathLike[str], *, arch: Arch = "qwen2", se
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig
 
-    pairs = synthetic_corpus(seed)
+    pairs = synthetic_corpus(seed, heldout_fraction=heldout_fraction)
     tok = train_tokenizer([p + r for p, r in pairs], vocab_size)
     _save_tokenizer(tok, out)
     eos_id, pad_id = tok.token_to_id(EOS_TOKEN), tok.token_to_id(PAD_TOKEN)
@@ -276,7 +295,7 @@ def make_tiny_model(out_dir: str | os.PathLike[str], *, arch: Arch = "qwen2", se
     info = {"recipe_version": RECIPE_VERSION, "arch": arch, "seed": seed, "pretrain_steps": pretrain_steps,
             "tokenizer_vocab": tok.get_vocab_size(), "model_vocab": model_vocab, "hidden": hidden,
             "layers": layers, "heads": heads, "kv_heads": kv_heads, "head_dim": HEAD_DIM,
-            "tie_embeddings": tie_embeddings, "final_loss": loss,
+            "tie_embeddings": tie_embeddings, "heldout_fraction": heldout_fraction, "final_loss": loss,
             "parameters": sum(p.numel() for p in model.parameters())}
     (out / BUILD_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     return out

@@ -6,11 +6,12 @@
         rs = sb.run_many(jobs)   # concurrent, results in job order
 """
 
+from .cache import CacheStats, VerdictCache
 from .errors import BadJob, EngineUnavailable, ImageBuildError, InfraError, SandboxError
 from .sandbox import Sandbox
 from .types import LANGUAGES, STATUSES, CaseResult, Job, Limits, Result
 
 __all__ = [
-    "Sandbox", "Job", "Limits", "Result", "CaseResult", "LANGUAGES", "STATUSES",
+    "Sandbox", "Job", "Limits", "Result", "CaseResult", "LANGUAGES", "STATUSES", "VerdictCache", "CacheStats",
     "SandboxError", "InfraError", "EngineUnavailable", "ImageBuildError", "BadJob",
 ]

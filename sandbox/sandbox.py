@@ -8,12 +8,14 @@ import os
 import secrets
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Callable, Iterable, Iterator, Optional, Sequence, Sized
 
 
 from . import images
+from .cache import Claim, VerdictCache, job_key
 from .container import ContainerSpec
 from .engine import connect
 from .errors import InfraError, SandboxError
@@ -49,16 +51,22 @@ class Sandbox:
     error; only then is ``infra_error`` reported. ``auto_build``: build missing
     images instead of raising. ``runtime``: an OCI runtime other than the engine's
     default (``runsc`` for gVisor) for code that is hostile, not merely wrong.
+    ``cache``: a `VerdictCache`; identical jobs then run once (``Result.cached`` marks
+    the others), including identical jobs in one ``run_many``.
     """
 
     def __init__(self, hosts: Optional[Sequence[str]] = None, *, slots: Optional[int] = None,
                  retries: int = 2, cpus_per_job: float = 1.0, spare: int = 1,
                  max_jobs_per_container: int = 1000, auto_build: bool = False,
-                 runtime: Optional[str] = None) -> None:
+                 runtime: Optional[str] = None, cache: Optional[VerdictCache] = None) -> None:
         self.retries = retries
         self.cpus_per_job = cpus_per_job
         self.auto_build = auto_build
         self.runtime = runtime
+        if cache is not None and not isinstance(cache, VerdictCache):
+            raise SandboxError(f"Sandbox(cache=) takes a VerdictCache or None, got {type(cache).__name__}")
+        self.cache = cache
+        self._key_refs: dict[str, str] = {}
         self.pool_id = secrets.token_hex(4)
         self._cond = threading.Condition()
         self._image_refs: dict[tuple[str, str], str] = {}
@@ -93,32 +101,37 @@ class Sandbox:
         """Run one job; never raises for anything the program does."""
         if not isinstance(job, Job):
             raise SandboxError(f"Sandbox.run takes a Job, got {type(job).__name__}")
-        return self._run_with_retries(job)
+        if self.cache is None:
+            return self._run_with_retries(job)
+        claim = self.cache.claim(self._cache_key(job))
+        if claim.owner:
+            self._run_claimed(claim, job)
+        return claim.future.result()
 
-    def run_many(self, jobs: Iterable[Job], progress: Optional[Progress] = None) -> list[Result]:
-        """Run jobs concurrently (one per slot); results come back in job order."""
-        jobs = list(jobs)
-        for i, job in enumerate(jobs):
-            if not isinstance(job, Job):
-                raise SandboxError(f"run_many: jobs[{i}] is a {type(job).__name__}, not a Job")
-        if not jobs:
-            return []
-        results: list[Optional[Result]] = [None] * len(jobs)
-        done = 0
-        done_lock = threading.Lock()
+    def run_many(self, jobs: Iterable[Job], progress: Optional[Progress] = None, *,
+                 max_pending: Optional[int] = None) -> list[Result]:
+        """Run jobs concurrently (one per slot); one result per job, in job order.
 
-        def one(i: int) -> None:
-            nonlocal done
-            results[i] = self._run_with_retries(jobs[i])
-            if progress is not None:
-                with done_lock:
-                    done += 1
-                    progress(done, len(jobs))
+        ``jobs``: any iterable, a generator included. ``max_pending``: at most this many
+        jobs read but not yet finished (default: no bound). ``progress(done, total)``
+        after each job; ``total`` is ``len(jobs)``, or for a generator the jobs read so far.
+        """
+        if isinstance(jobs, Sequence):   # a list: refuse a bad job before any runs
+            for i, job in enumerate(jobs):
+                _check_job(job, i)
+        bound = None if max_pending is None else _check_pending(max_pending)
+        return list(self._stream(jobs, progress, bound))
 
-        with ThreadPoolExecutor(max_workers=min(self.slots, len(jobs)), thread_name_prefix="proctor-job") as ex:
-            for future in [ex.submit(one, i) for i in range(len(jobs))]:
-                future.result()
-        return [r for r in results if r is not None]
+    def imap(self, jobs: Iterable[Job], progress: Optional[Progress] = None, *,
+             max_pending: Optional[int] = None) -> Iterator[Result]:
+        """Like `run_many`, but yields each result, in job order, as soon as it is ready.
+
+        ``jobs`` is read lazily, at most ``max_pending`` (default: 4 per slot) ahead of
+        the result last yielded, so a trainer streaming completions holds only those.
+        A slow job holds back the results after it (order is kept), not the work on them.
+        """
+        bound = 4 * self.slots if max_pending is None else _check_pending(max_pending)
+        return self._stream(jobs, progress, bound)
 
     def warmup(self, languages: Sequence[str] = ("python",), per_host: Optional[int] = None,
                limits: Optional[Limits] = None) -> None:
@@ -137,6 +150,62 @@ class Sandbox:
                          "idle": p.idle_count} for p in self.pools}
 
     # ------------------------------------------------------------------ internals
+    def _stream(self, jobs: Iterable[Job], progress: Optional[Progress],
+                bound: Optional[int]) -> Iterator[Result]:
+        """The engine of run_many/imap: a window of futures, refilled from ``jobs``, read in order."""
+        source = iter(jobs)
+        counter = _Counter(progress, len(jobs) if isinstance(jobs, Sized) else None)
+        window: deque[Future[Result]] = deque()
+        exhausted = False
+        with ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="proctor-job") as ex:
+            while True:
+                while not exhausted and (bound is None or len(window) < bound):
+                    job = next(source, _END)
+                    if job is _END:
+                        exhausted = True
+                        break
+                    _check_job(job, counter.taken)
+                    counter.took()
+                    window.append(self._submit(ex, job, counter))
+                if not window:
+                    return
+                result = window.popleft().result()
+                if not isinstance(result, Result):
+                    # Never skip it: one missing result would pair every later reward with the wrong rollout.
+                    raise SandboxError(f"internal error: job {counter.given} produced {type(result).__name__}, "
+                                       "not a Result; stopping rather than return fewer results than jobs")
+                counter.given += 1
+                yield result
+
+    def _submit(self, ex: ThreadPoolExecutor, job: Job, counter: "_Counter") -> "Future[Result]":
+        if self.cache is None:
+            future = ex.submit(self._run_with_retries, job)
+        else:
+            claim = self.cache.claim(self._cache_key(job))
+            if claim.owner:
+                ex.submit(self._run_claimed, claim, job)
+            future = claim.future
+        future.add_done_callback(counter.finished)
+        return future
+
+    def _run_claimed(self, claim: Claim, job: Job) -> None:
+        """Run the job this caller owns in the cache; its twins wait on the claim."""
+        assert self.cache is not None
+        try:
+            result = self._run_with_retries(job)
+        except BaseException as exc:
+            self.cache.abandon(claim, exc)
+            raise
+        self.cache.settle(claim, result)
+
+    def _cache_key(self, job: Job) -> str:
+        """The job's key: its fields plus what decides its verdict here (image, runtime, CPU share)."""
+        name = images.LANGUAGE_IMAGE[job.language]
+        ref = self._key_refs.get(name)
+        if ref is None:
+            ref = self._key_refs[name] = images.image_ref(name)
+        return job_key(job, f"{ref}|{self.runtime or 'default'}|{self.cpus_per_job:g}")
+
     def _spec(self, pool: HostPool, job: Job) -> ContainerSpec:
         name = images.LANGUAGE_IMAGE[job.language]
         key = (pool.host, name)
@@ -220,6 +289,40 @@ class Sandbox:
             pool.release(container, healthy)
 
 
+_END = object()
+
+
+class _Counter:
+    """Jobs read and results handed out by one _stream; calls ``progress`` as jobs finish."""
+
+    def __init__(self, progress: Optional[Progress], total: Optional[int]) -> None:
+        self.progress, self.total = progress, total
+        self.taken = self.given = self.done = 0
+        self.lock = threading.Lock()
+
+    def took(self) -> None:
+        with self.lock:
+            self.taken += 1
+
+    def finished(self, _future: "Future[Result]") -> None:
+        if self.progress is None:
+            return
+        with self.lock:
+            self.done += 1
+            self.progress(self.done, self.total if self.total is not None else self.taken)
+
+
+def _check_job(job: object, index: int) -> None:
+    if not isinstance(job, Job):
+        raise SandboxError(f"run_many: jobs[{index}] is a {type(job).__name__}, not a Job")
+
+
+def _check_pending(max_pending: object) -> int:
+    if not isinstance(max_pending, int) or isinstance(max_pending, bool) or max_pending < 1:
+        raise SandboxError(f"max_pending must be an integer >= 1, got {max_pending!r}")
+    return max_pending
+
+
 def encode_job(job: Job, job_id: int) -> dict:
     files = {path: base64.b64encode(c.encode() if isinstance(c, str) else c).decode()
              for path, c in (job.files or {}).items()}
@@ -227,6 +330,7 @@ def encode_job(job: Job, job_id: int) -> dict:
         "type": "job", "id": job_id, "language": job.language, "code": job.code, "tests": job.tests,
         "cases": [list(c) for c in (job.cases or ())], "files": files,
         "limits": asdict(job.effective_limits), "nonce": secrets.token_hex(16),
+        "stop_on_first_failure": job.stop_on_first_failure,
     }
 
 

@@ -353,12 +353,18 @@ def test_math_env_passes_the_checker(tmp_path):
     assert report.ok, report.problems
 
 
+def _says_solution(prompts, completions, solution, **kwargs):
+    """A TRL-style reward function: 1 when the completion contains the row's solution."""
+    return [float(s in c) for c, s in zip(completions, solution)]
+
+
 def _task_files(tmp_path) -> dict[str, str]:
     files = {
         "ExactMatch": [{"question": f"Spell {w}", "answer": w} for w in ("cat", "dog", "emu")],
         "Regex": [{"question": "A year?", "pattern": r"\d{4}", "answer": r"\d{4}"}, {"question": "Yes?", "answer": "y(es)?"}],
         "Choice": [{"question": f"Q{i}", "choices": ["x", "y", "z"], "answer": "C"} for i in range(3)],
         "Math": [{"problem": f"Twice {i}?", "answer": str(2 * i)} for i in range(4)],
+        "RewardFuncs": [{"prompt": f"Say {w}", "solution": w} for w in ("hi", "yes", "no")],
     }
     paths = {}
     for name, rows in files.items():
@@ -375,7 +381,8 @@ def test_every_registered_env_passes_the_checker(tmp_path, sandbox):
     kwargs = {"Arithmetic": {"n": 30, "level": 4}, "Countdown": {"n": 30}, "Math": {"tasks": files["Math"]},
               "Code": {"sandbox": sandbox}, "HumanEval": {"sandbox": sandbox},
               "ExactMatch": {"tasks": files["ExactMatch"]}, "Regex": {"tasks": files["Regex"]},
-              "Choice": {"tasks": files["Choice"]}, "ReasoningGym": {"name": "basic_arithmetic", "size": 20}}
+              "Choice": {"tasks": files["Choice"]}, "ReasoningGym": {"name": "basic_arithmetic", "size": 20},
+              "RewardFuncs": {"tasks": files["RewardFuncs"], "reward_funcs": [_says_solution]}}
     for spec in envs.SPECS:
         assert spec.name in kwargs, f"add {spec.id} to this test"
         env = gym.make(spec.id, **kwargs[spec.name]).unwrapped

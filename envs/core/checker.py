@@ -154,6 +154,8 @@ def _reward_problem(reward: Any, verdict: Optional[Verdict]) -> Optional[str]:
         return f"reward must be a float, got {type(reward).__name__}"
     if verdict is not None and not verdict.scored:
         return None if math.isnan(reward) else "an infra_error verdict must carry a NaN reward, never a number"
+    if verdict is not None and not verdict.bounded:   # user reward functions: any finite number
+        return None if math.isfinite(reward) else f"reward {reward} is not a finite number"
     if math.isnan(reward) or not 0.0 <= reward <= 1.0:
         return f"reward {reward} is outside [0, 1]"
     return None

@@ -46,7 +46,9 @@ class Task:
 class Verdict:
     """A verifier's judgement of one completion.
 
-    ``reward`` is in [0, 1]: the weighted mean of ``parts`` (each in [0, 1]).
+    ``reward`` is in [0, 1]: the weighted mean of ``parts`` (each in [0, 1]). A verdict
+    of user reward functions (TRL's ``reward_funcs``, which return any real number) is
+    ``bounded=False``: its reward and parts need only be finite.
     ``status == "infra_error"`` means the completion was *not judged* (the sandbox
     or the scorer failed after retries): its reward is NaN and the trainer must drop
     the sample, never count it as wrong. ``feedback`` is what a multi-turn env shows
@@ -59,13 +61,14 @@ class Verdict:
     status: VerdictStatus = "ok"
     feedback: Optional[str] = None
     info: Mapping[str, Any] = field(default_factory=dict)
+    bounded: bool = True
 
     def __post_init__(self) -> None:
-        if self.status == "ok" and not (0.0 <= self.reward <= 1.0):
-            raise ValueError(f"Verdict.reward must be in [0, 1], got {self.reward!r}")
+        if self.status == "ok" and not _allowed(self.reward, self.bounded):
+            raise ValueError(f"Verdict.reward must be {_RANGE[self.bounded]}, got {self.reward!r}")
         for name, value in self.parts.items():
-            if not (0.0 <= value <= 1.0):
-                raise ValueError(f"Verdict.parts[{name!r}] must be in [0, 1], got {value!r}")
+            if not _allowed(value, self.bounded):
+                raise ValueError(f"Verdict.parts[{name!r}] must be {_RANGE[self.bounded]}, got {value!r}")
 
     @property
     def scored(self) -> bool:
@@ -74,3 +77,10 @@ class Verdict:
     @classmethod
     def infra(cls, error: str, **info: Any) -> "Verdict":
         return cls(reward=math.nan, status="infra_error", info={"error": error, **info})
+
+
+_RANGE = {True: "in [0, 1]", False: "a finite number"}
+
+
+def _allowed(value: float, bounded: bool) -> bool:
+    return 0.0 <= value <= 1.0 if bounded else math.isfinite(value)

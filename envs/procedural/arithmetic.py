@@ -2,16 +2,24 @@
 
 Every task is made from a seed, so a source of n tasks is the same on every machine.
 Level 1: a ± b with one-digit numbers … level 5: five operands, parentheses, exact
-division and negative numbers.
+division and negative numbers. ``numbers=(lo, hi)`` draws every operand from that
+range instead of the level's digits: level 1 has only 162 distinct questions, level 1
+with ``numbers=(0, 50)`` has 5202 (the questions the tiny model is pretrained on).
+
+``partition="train" | "eval"`` gives disjoint question sets: a question (its
+expression, whatever the prompt's wording) is held out when the hash of
+:func:`question_key` falls below ``eval_fraction`` (see ``proctor.envs.core.splits``).
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Optional, Sequence
 
 from ..core.sources import ListSource
+from ..core.splits import DEFAULT_EVAL_FRACTION, draw_partition, in_eval_partition
 from ..core.types import Task
 
 PROMPT = "Compute {expr}. Put the final answer in \\boxed{{}}."
@@ -24,6 +32,8 @@ class Level:
     ops: str
     parens: bool = False
     negatives: bool = False
+    low: Optional[int] = None      # operand range; None: from the digits
+    high: Optional[int] = None
 
 
 LEVELS = {
@@ -36,7 +46,10 @@ LEVELS = {
 
 
 def _number(rng: random.Random, level: Level) -> int:
-    n = rng.randint(1 if level.digits == 1 else 10 ** (level.digits - 1) // 2, 10 ** level.digits - 1)
+    if level.low is not None and level.high is not None:
+        n = rng.randint(level.low, level.high)
+    else:
+        n = rng.randint(1 if level.digits == 1 else 10 ** (level.digits - 1) // 2, 10 ** level.digits - 1)
     return -n if level.negatives and rng.random() < 0.2 else n
 
 
@@ -68,31 +81,65 @@ def _expression(rng: random.Random, level: Level, operands: int) -> tuple[str, F
     return f"{left} {_SHOW[op]} {right}", value, op
 
 
-def arithmetic_task(index: int, level: int = 2, seed: int = 0, prompt: str = PROMPT) -> Task:
+def question_key(expression: str) -> str:
+    """The canonical form of an arithmetic question: ``"3 × 4"``, ``"3*4"`` and ``"3 * 4"``
+    are all ``"arith:3*4"`` (the prompt's wording is not part of the question)."""
+    return "arith:" + "".join(expression.replace("×", "*").replace("÷", "/").split())
+
+
+def in_eval_split(expression: str, eval_fraction: float = DEFAULT_EVAL_FRACTION) -> bool:
+    """Whether the question ``expression`` (e.g. ``"3 + 4"``) is held out for evaluation:
+    the tiny model's pretraining corpus leaves these out, and ``partition="eval"`` draws only them."""
+    return in_eval_partition(question_key(expression), eval_fraction)
+
+
+def _numbers(numbers: Optional[Sequence[int]]) -> Optional[tuple[int, int]]:
+    if numbers is None:
+        return None
+    if (len(numbers) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in numbers)
+            or numbers[0] > numbers[1]):
+        raise ValueError(f"numbers must be two integers [low, high] with low <= high, got {numbers!r}")
+    return int(numbers[0]), int(numbers[1])
+
+
+def arithmetic_task(index: int, level: int = 2, seed: int = 0, prompt: str = PROMPT,
+                    numbers: Optional[Sequence[int]] = None) -> Task:
+    """Task ``index`` of a level; ``numbers=(lo, hi)`` draws the operands from that range."""
     if level not in LEVELS:
         raise ValueError(f"arithmetic level must be one of {sorted(LEVELS)}, got {level}")
+    span = _numbers(numbers)
     rng = random.Random(f"arith-{seed}-{level}-{index}")
-    spec = LEVELS[level]
+    spec = LEVELS[level] if span is None else replace(LEVELS[level], low=span[0], high=span[1])
     expr, value, _ = _expression(rng, spec, spec.operands)
     assert value.denominator == 1, "expressions are built to have integer values"
-    return Task(id=f"arith/L{level}/s{seed}/{index}", prompt=prompt.format(expr=expr), answer=str(value.numerator),
-                data={"level": level, "expression": expr}, source="arithmetic")
+    range_id = "" if span is None else f"/n{span[0]}-{span[1]}"
+    return Task(id=f"arith/L{level}{range_id}/s{seed}/{index}", prompt=prompt.format(expr=expr),
+                answer=str(value.numerator), data={"level": level, "expression": expr,
+                                                   "question_key": question_key(expr)}, source="arithmetic")
 
 
 class ArithmeticSource(ListSource):
     """``n`` arithmetic tasks at one level (or a mix: ``level=(1, 3)`` cycles 1..3).
 
     ``prompt`` is a template with ``{expr}``, e.g. "What is {expr}?" for a model that
-    has never seen ``\\boxed``.
+    has never seen ``\\boxed``. ``numbers=(lo, hi)``: the operands' range. ``partition``:
+    "train" or "eval" questions only (eval: distinct, possibly fewer than ``n``).
     """
 
-    def __init__(self, n: int = 1000, level: int | tuple[int, int] = 2, seed: int = 0, prompt: str = PROMPT) -> None:
+    def __init__(self, n: int = 1000, level: int | tuple[int, int] = 2, seed: int = 0, prompt: str = PROMPT,
+                 numbers: Optional[Sequence[int]] = None, partition: Optional[str] = None,
+                 eval_fraction: float = DEFAULT_EVAL_FRACTION) -> None:
         lo, hi = (level, level) if isinstance(level, int) else level
         levels = list(range(lo, hi + 1))
         if "{expr}" not in prompt:
             raise ValueError(f"the arithmetic prompt template must contain {{expr}}, got {prompt!r}")
-        super().__init__((arithmetic_task(i, levels[i % len(levels)], seed, prompt) for i in range(n)),
-                         name=f"arithmetic(level={level}, n={n}, seed={seed})")
+        span = _numbers(numbers)
+        name = f"arithmetic(level={level}, n={n}, seed={seed}"
+        name += "" if span is None else f", numbers={list(span)}"
+        name += "" if partition is None else f", {partition} {eval_fraction:g}"
+        tasks = draw_partition(lambda i: arithmetic_task(i, levels[i % len(levels)], seed, prompt, span), n,
+                               partition, eval_fraction, what=name + ")")
+        super().__init__(tasks, name=name + ")")
 
 
 def reference_completion(task: Task) -> str:

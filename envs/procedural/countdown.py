@@ -2,7 +2,8 @@
 
 Tasks are built backwards from a random expression, so each has a solution. The
 verifier parses the answer with ``ast`` (numbers and the four operations only,
-length-capped) and evaluates it exactly with fractions.
+length-capped) and evaluates it exactly with fractions. ``partition="train" | "eval"``
+gives disjoint question sets (a question is its numbers, in any order, and its target).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from fractions import Fraction
 from typing import Optional
 
 from ..core.sources import ListSource
+from ..core.splits import DEFAULT_EVAL_FRACTION, draw_partition
 from ..core.types import Task, Verdict
 from ..core.verifier import Verifier, exact_verdict
 from ..text.verifiers import final_text
@@ -23,6 +25,11 @@ PROMPT = ("Using the numbers {numbers}, write an arithmetic expression that equa
           "Put only the expression inside <answer></answer>.")
 LEVEL_NUMBERS = {1: 3, 2: 4, 3: 4, 4: 5, 5: 6}
 MAX_EXPRESSION_CHARS = 300
+
+
+def question_key(numbers: list[int], target: int) -> str:
+    """The canonical form of a countdown question: the numbers sorted, and the target."""
+    return f"countdown:{','.join(map(str, sorted(numbers)))}={target}"
 
 
 def countdown_task(index: int, level: int = 2, seed: int = 0) -> Task:
@@ -40,7 +47,8 @@ def countdown_task(index: int, level: int = 2, seed: int = 0) -> Task:
     return Task(id=f"countdown/L{level}/s{seed}/{index}",
                 prompt=PROMPT.format(numbers=", ".join(map(str, numbers)), target=value.numerator),
                 answer=str(value.numerator), data={"numbers": numbers, "target": value.numerator, "solution": expr,
-                                                   "level": level}, source="countdown")
+                                                   "level": level, "question_key": question_key(numbers, value.numerator)},
+                source="countdown")
 
 
 def _combine(rng: random.Random, nums: list[int], allow_div: bool) -> tuple[str, Fraction]:
@@ -56,9 +64,15 @@ def _combine(rng: random.Random, nums: list[int], allow_div: bool) -> tuple[str,
 
 
 class CountdownSource(ListSource):
-    def __init__(self, n: int = 1000, level: int = 2, seed: int = 0) -> None:
-        super().__init__((countdown_task(i, level, seed) for i in range(n)),
-                         name=f"countdown(level={level}, n={n}, seed={seed})")
+    """``n`` countdown tasks at one level; ``partition``: "train" or "eval" questions only
+    (eval: distinct, possibly fewer than ``n``)."""
+
+    def __init__(self, n: int = 1000, level: int = 2, seed: int = 0, partition: Optional[str] = None,
+                 eval_fraction: float = DEFAULT_EVAL_FRACTION) -> None:
+        name = f"countdown(level={level}, n={n}, seed={seed}"
+        name += ")" if partition is None else f", {partition} {eval_fraction:g})"
+        super().__init__(draw_partition(lambda i: countdown_task(i, level, seed), n, partition, eval_fraction, name),
+                         name=name)
 
 
 def evaluate(expression: str) -> tuple[Optional[Fraction], list[int], str]:

@@ -3,13 +3,15 @@
 Each generator is made with a size and a seed, so its tasks are reproducible
 offline; scoring uses the generator's own ``score_answer`` on the text inside
 ``<answer>`` tags (reasoning-gym's convention), which may give partial credit.
+``partition="train" | "eval"`` gives disjoint question sets (by the question's text).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from ..core.sources import ListSource
+from ..core.splits import DEFAULT_EVAL_FRACTION, check_partition, draw_partition, normalise_text
 from ..core.types import Task, Verdict
 from ..core.verifier import Verifier
 from ..text.verifiers import final_text
@@ -31,17 +33,30 @@ def _dataset(name: str, size: int, seed: int, config: dict[str, Any]):
 
 
 class ReasoningGymSource(ListSource):
-    """``size`` tasks of one reasoning-gym family (``name``, e.g. "basic_arithmetic")."""
+    """``size`` tasks of one reasoning-gym family (``name``, e.g. "basic_arithmetic").
 
-    def __init__(self, name: str = "basic_arithmetic", size: int = 500, seed: int = 0, **config: Any) -> None:
-        self.dataset = _dataset(name, size, seed, config)
-        tasks = []
-        for i in range(size):
+    With a ``partition``, entries are drawn from a larger virtual dataset (same seed:
+    entry i is the same entry) until ``size`` fall in the partition.
+    """
+
+    def __init__(self, name: str = "basic_arithmetic", size: int = 500, seed: int = 0, *,
+                 partition: Optional[str] = None, eval_fraction: float = DEFAULT_EVAL_FRACTION,
+                 **config: Any) -> None:
+        check_partition(partition, eval_fraction)
+        share = 1.0 if partition is None else eval_fraction if partition == "eval" else 1.0 - eval_fraction
+        pool = size if partition is None else int(size / share * 2) + 1000
+        self.dataset = _dataset(name, pool, seed, config)
+        label = f"reasoning_gym({name}, size={size}, seed={seed}"
+        label += ")" if partition is None else f", {partition} {eval_fraction:g})"
+
+        def make(i: int) -> Task:
             entry = self.dataset[i]
-            tasks.append(Task(id=f"rg/{name}/s{seed}/{i}", prompt=entry["question"] + INSTRUCTION,
-                              answer=None if entry["answer"] is None else str(entry["answer"]),
-                              data={"rg_index": i}, source=f"reasoning_gym:{name}"))
-        super().__init__(tasks, name=f"reasoning_gym({name}, size={size}, seed={seed})")
+            return Task(id=f"rg/{name}/s{seed}/{i}", prompt=entry["question"] + INSTRUCTION,
+                        answer=None if entry["answer"] is None else str(entry["answer"]),
+                        data={"rg_index": i, "question_key": f"rg:{name}:" + normalise_text(entry["question"])},
+                        source=f"reasoning_gym:{name}")
+
+        super().__init__(draw_partition(make, size, partition, eval_fraction, label, max_draws=pool), name=label)
 
 
 class ReasoningGymVerifier(Verifier):

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import math
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -35,31 +32,18 @@ def _kwargs(text: Optional[str]) -> dict[str, Any]:
 
 
 def load_env(target: str, kwargs: dict[str, Any]):  # noqa: ANN201 - any gymnasium.Env
-    """A registered id (``proctor/Math-v0``), ``module:Class``/``module:factory`` or ``file.py:Class``."""
-    import gymnasium as gym
+    """``proctor.envs.make_env`` (the loader ``proctor train`` uses), its errors as bad parameters.
 
-    import proctor.envs  # noqa: F401 - registers the built-in envs
+    ``partition`` and ``eval_fraction`` in ``kwargs`` select train or held-out questions for any env.
+    """
+    from proctor.envs import EnvLoadError, make_env
 
-    if target in gym.registry:
-        return gym.make(target, **kwargs).unwrapped
-    if ":" not in target:
-        known = ", ".join(i for i, _ in proctor.envs.registered())
-        raise typer.BadParameter(f"{target!r} is neither a registered env ({known}) nor module:Class")
-    module_name, attr = target.rsplit(":", 1)
-    if module_name.endswith(".py"):
-        path = Path(module_name)
-        if not path.exists():
-            raise typer.BadParameter(f"{path} does not exist")
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-        sys.modules[path.stem] = module
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-    else:
-        sys.path.insert(0, str(Path.cwd()))
-        module = importlib.import_module(module_name)
-    if not hasattr(module, attr):
-        raise typer.BadParameter(f"{module_name} has no {attr!r}")
-    return getattr(module, attr)(**kwargs)
+    kwargs = dict(kwargs)
+    split = {k: kwargs.pop(k) for k in ("partition", "eval_fraction") if k in kwargs}
+    try:
+        return make_env(target, **split, **kwargs)
+    except EnvLoadError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 @app.command("list")
