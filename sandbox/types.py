@@ -67,6 +67,9 @@ class Job:
     C/C++: ``code`` and ``tests`` are compiled as two translation units and linked.
     ``cases``: (stdin, expected stdout) pairs; each must match after trimming trailing
     white space per line. ``files``: extra files written into the work dir first.
+    ``stop_on_first_failure``: stop at the first run that fails (the tests, or a case):
+    the cases after it are not run (``Result.cases_skipped`` counts them). For binary
+    rewards, where only ``Result.passed`` matters.
     """
 
     language: Language
@@ -75,6 +78,7 @@ class Job:
     cases: Optional[Sequence[Case]] = None
     files: Optional[dict[str, FileContent]] = None
     limits: Optional[Limits] = None
+    stop_on_first_failure: bool = False
 
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:
@@ -97,6 +101,8 @@ class Job:
                     raise BadJob(f"Job.files[{path!r}] must be str or bytes, got {type(content).__name__}")
         if self.limits is not None and not isinstance(self.limits, Limits):
             raise BadJob(f"Job.limits must be a Limits, got {type(self.limits).__name__}")
+        if not isinstance(self.stop_on_first_failure, bool):
+            raise BadJob(f"Job.stop_on_first_failure must be True or False, got {self.stop_on_first_failure!r}")
 
     @property
     def effective_limits(self) -> Limits:
@@ -134,7 +140,12 @@ class CaseResult:
 
 @dataclass(frozen=True)
 class Result:
-    """What a job produced. ``passed`` is ``status == "passed"``."""
+    """What a job produced. ``passed`` is ``status == "passed"``.
+
+    ``cached``: this job did not run; the verdict is that of an identical job (from a
+    `VerdictCache`, or a twin in the same batch). ``wall_s``/``cpu_s``/``host`` are
+    then those of the run that produced it.
+    """
 
     status: Status
     passed: bool
@@ -148,6 +159,8 @@ class Result:
     error: str = ""             # for infra_error: what failed and what to do
     attempts: int = 1           # > 1 when infra errors were retried
     host: str = ""              # which Docker engine ran it
+    cases_skipped: int = 0      # cases not run after a failure (Job.stop_on_first_failure)
+    cached: bool = False        # the verdict of an identical job: this one did not run
 
     @property
     def infra_error(self) -> bool:
@@ -155,9 +168,13 @@ class Result:
 
     @property
     def pass_fraction(self) -> float:
-        """Fraction of cases passed (or 1.0/0.0 for a test-based job)."""
-        if self.cases:
-            return sum(c.passed for c in self.cases) / len(self.cases)
+        """Fraction of cases passed (or 1.0/0.0 for a test-based job).
+
+        Cases skipped after a failure (``stop_on_first_failure``) count as not passed,
+        so the fraction is a lower bound then; ``passed`` is exact either way.
+        """
+        if self.cases or self.cases_skipped:
+            return sum(c.passed for c in self.cases) / (len(self.cases) + self.cases_skipped)
         return 1.0 if self.passed else 0.0
 
 

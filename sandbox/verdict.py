@@ -16,7 +16,7 @@ from typing import Optional
 from .server.judge import normalize_output, outputs_match
 from .types import CaseResult, Job, Result, Status
 
-__all__ = ["build_result", "decode_output", "last_python_exception", "normalize_output",
+__all__ = ["build_result", "case_verdicts", "decode_output", "last_python_exception", "normalize_output",
            "outputs_match", "step_status"]
 
 _PY_EXC = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
@@ -93,6 +93,30 @@ def _text(step: dict, key: str, limit: int) -> str:
     return decode_output(_raw(step, key), limit)
 
 
+def case_verdicts(job: Job, steps: list[dict], cap: int) -> list[CaseResult]:
+    """One CaseResult per case step; with ``stop_on_first_failure``, none after the first failure.
+
+    The server stops there too, but it may run one more than the verdict allows (a
+    run it cannot yet tell is failed): the list ends where the verdict says.
+    """
+    out_cases = []
+    for step, (_stdin, expected) in zip([s for s in steps if s["kind"] == "case"], job.cases or ()):
+        out, err = _text(step, "stdout", cap), _text(step, "stderr", cap)
+        # Output is compared outside the program (by the server), so exiting early cannot forge it.
+        case_status = step_status(job.language, step, err, needs_marker=False)
+        if job.language == "python" and step.get("syntax_error"):
+            case_status = "compile_error"
+        # The server compared the whole output (it ships at most CASE_SHIP bytes of it back).
+        if case_status == "passed" and not step.get("output_match", outputs_match(out, expected)):
+            case_status = "failed"
+        out_cases.append(CaseResult(status=case_status, passed=case_status == "passed", stdout=out,
+                                    stderr=err, exit_code=step["exit_code"], wall_s=step["wall_s"],
+                                    expected=expected))
+        if job.stop_on_first_failure and case_status != "passed":
+            break
+    return out_cases
+
+
 def build_result(job: Job, reply: dict, *, attempts: int = 1, host: str = "") -> Result:
     limits = job.effective_limits
     cap = limits.output_bytes
@@ -125,19 +149,9 @@ def build_result(job: Job, reply: dict, *, attempts: int = 1, host: str = "") ->
                           exit_code=exit_code, **common)
         status = step_status(job.language, step, main_err, needs_marker=True)
 
-    case_results = []
-    for step, (_stdin, expected) in zip([s for s in steps if s["kind"] == "case"], job.cases or ()):
-        out, err = _text(step, "stdout", cap), _text(step, "stderr", cap)
-        # Output is compared outside the program (by the server), so exiting early cannot forge it.
-        case_status = step_status(job.language, step, err, needs_marker=False)
-        if job.language == "python" and step.get("syntax_error"):
-            case_status = "compile_error"
-        # The server compared the whole output (it ships at most CASE_SHIP bytes of it back).
-        if case_status == "passed" and not step.get("output_match", outputs_match(out, expected)):
-            case_status = "failed"
-        case_results.append(CaseResult(status=case_status, passed=case_status == "passed", stdout=out,
-                                       stderr=err, exit_code=step["exit_code"], wall_s=step["wall_s"],
-                                       expected=expected))
+    stop = job.stop_on_first_failure
+    case_results = [] if (stop and status != "passed") else case_verdicts(job, steps, cap)
+    common["cases_skipped"] = len(job.cases or ()) - len(case_results) if stop else 0
     if case_results:
         failing = next((c for c in case_results if not c.passed), None)
         if not run:

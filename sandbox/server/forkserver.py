@@ -11,7 +11,7 @@ PID 1 reaps every orphan.
 
 Protocol (both directions): 4-byte big-endian length + a JSON object.
 Host -> server: {"type": "job", "id", "language", "code", "tests", "cases",
-"files" (base64), "limits", "nonce"}. Server -> host: {"type": "ready"} once,
+"files" (base64), "limits", "nonce", "stop_on_first_failure"}. Server -> host: {"type": "ready"} once,
 then one {"type": "result", "id", "steps": [...], "clean", "notes"} per job, or
 {"type": "error", "id", "error"} when the server itself failed.
 
@@ -33,7 +33,7 @@ import traceback
 import pyrunner
 from hygiene import (CPU_FILE, OOM_FILE, REAPED, WORK, cgroup_cpu_s, oom_kills, other_pids, reap,
                      scrub, set_dumpable, set_limit, sweep)
-from judge import outputs_match
+from judge import outputs_match, step_failed
 
 import resource
 
@@ -325,14 +325,17 @@ def run_job(job: dict, zygote: Zygote) -> list[dict]:
             return steps[-1:]
         steps = steps[-1:]
         run = {"argv": [os.path.join(WORK, "prog")], "data_limit": True}
+    stop = bool(job.get("stop_on_first_failure"))   # a binary reward needs no more than one failure
     if job.get("tests") or not cases:
         steps.append(run_step("run", limits, **run, **common))
-        if steps[-1]["syntax_error"]:
+        if steps[-1]["syntax_error"] or (stop and step_failed(steps[-1])):
             return steps
     for i, (stdin, expected) in enumerate(cases):
         os.makedirs(os.path.join(WORK, ".proctor"), exist_ok=True)
         stdin_path = write_text(f".proctor/stdin-{i}", stdin)
         steps.append(run_step("case", limits, stdin_path=stdin_path, expected=expected, **run, **common))
+        if stop and step_failed(steps[-1]):
+            break
     return steps
 
 
