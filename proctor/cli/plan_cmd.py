@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from enum import Enum
-from typing import Annotated, Optional
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -28,6 +29,10 @@ class PrecisionChoice(str, Enum):
 
 
 def plan(
+    config: Annotated[Optional[Path], typer.Option(
+        "--config", "-c", help="A `proctor train` run config (YAML/JSON): plan that run. B, G, completion length, "
+                               "micro-batch, KL, LoRA, precision, checkpointing and the model come from it; the "
+                               "options below give what a run config does not hold.")] = None,
     params: Annotated[Optional[float], typer.Option(
         help="Actor parameter count, e.g. 70e9 (a Llama-like shape is guessed around it). "
              "With --model, overrides the count read from the config.")] = None,
@@ -71,12 +76,19 @@ def plan(
         console.print(f"[red]error:[/red] --fsdp shards like ZeRO-3; drop --zero {zero} or --fsdp")
         raise typer.Exit(2)
     try:
-        inp = PlanInput(params=params, model=model, algorithm=algorithm.value, critic_params=critic_params,
-                        reward_params=reward_params, optimizer=optimizer.value, precision=precision.value,
-                        sharding="fsdp" if fsdp else zero, gpus=gpus, offload=offload, lora_rank=lora_rank, kl=kl,
-                        group_size=group_size, ppo_samples_per_prompt=ppo_samples_per_prompt,
-                        prompt_len=prompt_len, completion_len=completion_len, batch_size=batch_size,
-                        micro_batch=micro_batch, gradient_checkpointing=gradient_checkpointing)
+        if config is not None:
+            inp = _from_run_config(config, algorithm=algorithm.value, params=params, model=model,
+                                   critic_params=critic_params,
+                                   reward_params=reward_params, optimizer=optimizer.value,
+                                   sharding="fsdp" if fsdp else zero, gpus=gpus, offload=offload,
+                                   prompt_len=prompt_len)
+        else:
+            inp = PlanInput(params=params, model=model, algorithm=algorithm.value, critic_params=critic_params,
+                            reward_params=reward_params, optimizer=optimizer.value, precision=precision.value,
+                            sharding="fsdp" if fsdp else zero, gpus=gpus, offload=offload, lora_rank=lora_rank,
+                            kl=kl, group_size=group_size, ppo_samples_per_prompt=ppo_samples_per_prompt,
+                            prompt_len=prompt_len, completion_len=completion_len, batch_size=batch_size,
+                            micro_batch=micro_batch, gradient_checkpointing=gradient_checkpointing)
         result = make_plan(inp)
     except ValueError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
@@ -86,3 +98,13 @@ def plan(
         print(json.dumps(plan_dict(result), indent=2))
         return
     render(result, console)
+
+
+def _from_run_config(path: Path, **rest: Any) -> Any:
+    from proctor.trainer.config import GRPOConfig
+    from proctor.trainer.plan_input import plan_input
+
+    from .train_cmd import read_config
+
+    cfg = GRPOConfig.from_dict(read_config(path), where=str(path))
+    return plan_input(cfg, **rest)

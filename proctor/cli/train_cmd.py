@@ -13,9 +13,8 @@ from rich.markup import escape
 console = Console()
 
 
-def _load_config(path: Optional[Path]) -> dict:
-    if path is None:
-        return {}
+def read_config(path: Path) -> dict:
+    """A run config file (YAML or JSON) as a mapping; errors name the file."""
     try:
         text = path.read_text()
     except OSError as exc:
@@ -45,7 +44,7 @@ def train(
     from proctor.trainer.build import build_trainer
     from proctor.trainer.config import GRPOConfig
 
-    data = _load_config(config)
+    data = read_config(config) if config is not None else {}
     for key, value in (("model", model), ("max_steps", max_steps), ("output_dir", output_dir), ("seed", seed)):
         if value is not None:
             data[key] = value
