@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from ...sandbox import CaseResult, Job, Result
+from proctor.sandbox import CaseResult, Job, Result
 
 MAX_FEEDBACK = 2000
 _PIECE = 500

@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from ...sandbox import Job, Limits, Result, Sandbox
+from proctor.sandbox import Job, Limits, Result, Sandbox
 from ..core.types import Task, Verdict
 from ..core.verifier import Verifier, all_verdicts
 from .extract import after_thinking, extract_code, normalize_language, python_parses

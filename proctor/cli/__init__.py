@@ -1,1 +1,1 @@
-"""The ``proctor`` command line: ``proctor images ...``, ``proctor doctor``; see ``proctor --help``."""
+"""The ``proctor`` command line: train, plan, report, serve, envs, sandbox, images, tiny-model, doctor; see ``proctor --help``."""

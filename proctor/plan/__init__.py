@@ -1,10 +1,8 @@
 """``proctor plan``: GPU memory and rollout tokens of an RL step, PPO beside GRPO, before renting GPUs."""
 
 from .costs import StateCost, TrainingState, state_cost, training_state, weight_bytes
-from .memory import (AlgorithmPlan, Component, Plan, PlanInput, activation_bytes, plan,
-                                         plan_algorithm)
-from .model_shape import (ModelShape, load_shape, model_shape_from_model, shape_from_config,
-                                              shape_from_params)
+from .memory import AlgorithmPlan, Component, Plan, PlanInput, activation_bytes, plan, plan_algorithm
+from .model_shape import ModelShape, load_shape, model_shape_from_model, shape_from_config, shape_from_params
 from .render import human_bytes, plan_dict, render
 
 __all__ = [

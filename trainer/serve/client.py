@@ -113,7 +113,7 @@ def serialize_buckets(named: Sequence[tuple[str, torch.Tensor]], bucket_bytes: i
     """Buckets as safetensors blobs (contiguous CPU copies; shared storage is not allowed)."""
     from safetensors.torch import save
 
-    from proctor.trainer.rollout.weights import buckets
+    from ..rollout.weights import buckets
 
     return [(save({name: t.detach().to("cpu").contiguous().clone() for name, t in bucket}), len(bucket))
             for bucket in buckets(named, bucket_bytes)]

@@ -153,7 +153,7 @@ class EngineService:
         version = s["version"]
         t0 = time.perf_counter()
         if s["kind"] == "lora":
-            from proctor.trainer.rollout.weights import write_adapter
+            from ..rollout.weights import write_adapter
 
             write_adapter(self._adapter_dir, dict(named), s["config"] or {})
             what = f"load_lora ({len(named)} tensors, {s['bytes'] / 2**20:.1f} MiB)"
