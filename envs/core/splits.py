@@ -84,7 +84,7 @@ class PartitionedSource(ListSource):
                  if (key_bucket(key(t)) < eval_fraction) == want_eval]
         if not tasks:
             raise ValueError(f"source {source.name!r}: none of its {len(source)} tasks is in the {partition} "
-                             f"partition at eval_fraction={eval_fraction}; use more tasks or a larger fraction")
+                             f"partition at eval_fraction={eval_fraction}; use more tasks or another eval_fraction")
         super().__init__(tasks, name=f"{source.name}[{partition} {eval_fraction:g}]")
         self.partition, self.eval_fraction = partition, float(eval_fraction)
 

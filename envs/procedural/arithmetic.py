@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import Optional, Sequence
 
 from ..core.sources import ListSource
-from ..core.splits import DEFAULT_EVAL_FRACTION, draw_partition, in_eval_partition
+from ..core.splits import DEFAULT_EVAL_FRACTION, check_partition, draw_partition, in_eval_partition
 from ..core.types import Task
 
 PROMPT = "Compute {expr}. Put the final answer in \\boxed{{}}."
@@ -133,6 +133,7 @@ class ArithmeticSource(ListSource):
         levels = list(range(lo, hi + 1))
         if "{expr}" not in prompt:
             raise ValueError(f"the arithmetic prompt template must contain {{expr}}, got {prompt!r}")
+        check_partition(partition, eval_fraction)
         span = _numbers(numbers)
         name = f"arithmetic(level={level}, n={n}, seed={seed}"
         name += "" if span is None else f", numbers={list(span)}"

@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Optional
 
 from ..core.sources import ListSource
-from ..core.splits import DEFAULT_EVAL_FRACTION, draw_partition
+from ..core.splits import DEFAULT_EVAL_FRACTION, check_partition, draw_partition
 from ..core.types import Task, Verdict
 from ..core.verifier import Verifier, exact_verdict
 from ..text.verifiers import final_text
@@ -69,6 +69,7 @@ class CountdownSource(ListSource):
 
     def __init__(self, n: int = 1000, level: int = 2, seed: int = 0, partition: Optional[str] = None,
                  eval_fraction: float = DEFAULT_EVAL_FRACTION) -> None:
+        check_partition(partition, eval_fraction)
         name = f"countdown(level={level}, n={n}, seed={seed}"
         name += ")" if partition is None else f", {partition} {eval_fraction:g})"
         super().__init__(draw_partition(lambda i: countdown_task(i, level, seed), n, partition, eval_fraction, name),
