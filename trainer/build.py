@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
-
 import proctor.envs  # noqa: F401 - registers the built-in envs
 from proctor.envs import EnvSuite, VerifiableEnv
+from proctor.envs.loader import EnvLoadError, make_env
 
 from .config import GRPOConfig
 from .grpo import GRPOTrainer
@@ -23,8 +22,8 @@ def build_suite(cfg: GRPOConfig) -> EnvSuite:
         if cfg.data.system_prompt is not None:
             kwargs.setdefault("system_prompt", cfg.data.system_prompt)
         try:
-            env = gym.make(spec["id"], **kwargs).unwrapped
-        except gym.error.Error as exc:
+            env = make_env(spec["id"], **kwargs)
+        except EnvLoadError as exc:
             raise ValueError(f"config data.envs.{name}: {exc}") from None
         if not isinstance(env, VerifiableEnv):
             raise ValueError(f"config data.envs.{name}: {spec['id']} is not a proctor VerifiableEnv")
