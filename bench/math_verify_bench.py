@@ -462,7 +462,7 @@ def realistic_mix(n_groups: int, seed: int = 99) -> list[tuple[str, list[str], l
 
 # --- Math-Verify in a watchdog worker ------------------------------------------------
 
-def _mv_worker(conn) -> None:   # runs in a child process (spawn)
+def _mv_worker(conn, gold_boxed: bool = True) -> None:   # runs in a child process (spawn)
     import logging
 
     os.environ["OMP_NUM_THREADS"] = "1"
@@ -477,7 +477,7 @@ def _mv_worker(conn) -> None:   # runs in a child process (spawn)
         completion, gold = msg
         t0 = time.perf_counter()
         try:
-            g = parse("\\boxed{" + gold + "}")
+            g = parse("\\boxed{" + gold + "}" if gold_boxed else gold)
             p = parse(completion)
             ok, err = bool(verify(g, p)), ""
         except Exception as exc:   # noqa: BLE001 - a crash is a wrong verdict, not a bench failure
@@ -486,9 +486,13 @@ def _mv_worker(conn) -> None:   # runs in a child process (spawn)
 
 
 class MathVerifyRunner:
-    def __init__(self, watchdog_s: float) -> None:
+    """Math-Verify in a watchdog worker; ``gold_boxed``: parse the gold as ``\\boxed{gold}``
+    (a bare answer) rather than as written (a peer suite's gold, which may be prose)."""
+
+    def __init__(self, watchdog_s: float, gold_boxed: bool = True) -> None:
         import multiprocessing
 
+        self.gold_boxed = gold_boxed
         self.ctx = multiprocessing.get_context("spawn")
         self.watchdog_s = watchdog_s
         self.killed = 0
@@ -496,7 +500,7 @@ class MathVerifyRunner:
 
     def _start(self) -> None:
         self.conn, child = self.ctx.Pipe()
-        self.proc = self.ctx.Process(target=_mv_worker, args=(child,), daemon=True)
+        self.proc = self.ctx.Process(target=_mv_worker, args=(child, self.gold_boxed), daemon=True)
         self.proc.start()
         child.close()
         if not self.conn.poll(120) or self.conn.recv() != "ready":

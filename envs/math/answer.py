@@ -18,17 +18,20 @@ from typing import Callable, Iterable, Optional
 from .extract import MAX_ANSWER_CHARS, MAX_DEPTH, nesting_depth
 from .normalize import normalize
 from .numbers import APPROX_MIN_SIG, Num, numbers_equal, parse_number
-from .structure import (MAX_ITEMS, Shape, enclosing, expand_pm, mcq_gold, mcq_pred, parse_shape,
-                        split_relation)
+from .structure import (MAX_ITEMS, Shape, drop_approx, enclosing, expand_pm, mcq_gold, mcq_pred,
+                        parse_shape, solution_tuples, split_relation, states_value)
 from .surds import Surd, from_num, parse_surd, surds_equal
 
+_OPTION_RE = re.compile(r"\s*\(?([A-J])\)?[.:)]?\s+[A-Z][^\n]*(?:\n.*)?", re.S)
 _TEXT_RE = re.compile(r"[A-Za-z][A-Za-z'\-]{2,}|no|yes", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class MatchResult:
     """The outcome of a comparison. ``tier``: string | exact | structure | symbolic |
-    guard; ``reason`` says why (equal, not_equal, timeout, too_complex, ...)."""
+    guard | error; ``reason`` says why (equal, not_equal, timeout, too_complex, ...).
+    Tier ``error`` is a bug of the matcher, not a judgement: ``MathVerifier`` turns it
+    into an ``infra_error`` verdict, never a reward of 0."""
 
     equal: bool
     tier: str
@@ -46,7 +49,7 @@ class Answer:
     var: str = ""                        # the variable of an assignment
     lhs: str = ""                        # left side of an assignment or equation
     value: Optional["Answer"] = None     # what is assigned (x = 3 -> 3), or an equation's rhs
-    lhs_numeric: bool = False            # equation whose lhs is arithmetic (2+3 = 5)
+    lhs_numeric: bool = False            # lhs = v states v: 2+3 = 5, |AB| = 1, e^{i\pi} = -1
     mcq: Optional[str] = None
     num: Optional[Num] = None
     shape: Optional[Shape] = None
@@ -68,7 +71,10 @@ def prepare(raw: str, *, gold: bool = False) -> Answer:
 def _prepare(raw: str, gold: bool) -> Answer:
     if len(raw) > MAX_ANSWER_CHARS * 4 or nesting_depth(raw) > MAX_DEPTH:
         return Answer(raw, raw[:MAX_ANSWER_CHARS], reason="too_complex")
-    return _from_norm(raw, normalize(raw), gold, 0)
+    option = _OPTION_RE.fullmatch(raw) if gold else None
+    if option is not None:      # "(D) Alina", "C Cecile": a choice and its text
+        return Answer(raw, normalize(raw), mcq=option.group(1))
+    return _from_norm(raw, drop_approx(normalize(raw)), gold, 0)
 
 
 def _from_norm(raw: str, norm: str, gold: bool, depth: int) -> Answer:
@@ -83,6 +89,7 @@ def _from_norm(raw: str, norm: str, gold: bool, depth: int) -> Answer:
     if shape is not None:
         if len(shape.items) > MAX_ITEMS:
             return Answer(raw, norm, reason="too_complex")
+        shape = solution_tuples(shape)
         items = tuple(_from_norm(i, normalize(i), gold, depth + 1) for i in shape.items)
         if shape.kind != "matrix" and len(items) == 1 and shape.kind == "list":
             return items[0]
@@ -99,7 +106,7 @@ def _from_norm(raw: str, norm: str, gold: bool, depth: int) -> Answer:
         value = _from_norm(relation.rhs, relation.rhs, gold, depth + 1)
         if relation.kind == "assign":
             return Answer(raw, norm, rel="assign", var=relation.lhs, lhs=relation.lhs, value=value, mcq=mcq)
-        lhs_numeric = not re.search(r"[A-Za-z]", re.sub(r"\\[A-Za-z]+", "", relation.lhs))
+        lhs_numeric = states_value(relation.lhs, relation.rhs)
         return Answer(raw, norm, rel="equation", lhs=relation.lhs, value=value, lhs_numeric=lhs_numeric,
                       mcq=mcq)
     text = norm.casefold() if _TEXT_RE.fullmatch(norm) else None
@@ -179,12 +186,17 @@ def _decide_equation(p: Answer, g: Answer, leaf: Optional[Leaf]) -> Optional[Mat
             return decide(p.value, g, leaf)
         return MatchResult(False, "structure", "equation_vs_value")
     if g.rel == "equation" and not p.rel:
+        # A gold "|AB| = 1" or "V_1:V_2 = 11:21" names what the value 1 / 11:21 is.
+        if g.lhs_numeric:
+            return decide(p, g.value, leaf)
         return MatchResult(False, "structure", "value_vs_equation")
     return leaf(p, g) if leaf else None
 
 
 def _decide_shapes(p: Answer, g: Answer, leaf: Optional[Leaf]) -> Optional[MatchResult]:
     ps, gs = p.shape, g.shape
+    if (ps is None and "\\begin{" in p.norm) or (gs is None and "\\begin{" in g.norm):
+        return leaf(p, g) if leaf else None     # a sum or product of matrices: evaluate it
     if gs is None:
         if ps.kind in ("list", "set"):
             # "1/2 or 0.5" restates one value; "3 or 4" hedges and fails a single gold.

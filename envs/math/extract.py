@@ -1,14 +1,24 @@
 """Find the final answer in a free-form completion.
 
-Cascade (mode ``"auto"``): the last ``\\boxed{}``/``\\fbox{}``/``\\boxed X`` after the
-last ``</think>``; else the last ``<answer>...</answer>``; else the last "the (final)
-answer is X" / "Answer: X" / "#### X"; else the last number. Each named mode runs
-just that one step.
+Cascade (mode ``"auto"``), on the text after the last ``</think>`` and before the
+first end-of-turn token (``<|im_end|>``, ``</s>``, ...):
+
+1. the last ``\\boxed{}``/``\\fbox{}``/``\\boxed X``, unless a final statement
+   ("Final Answer: The largest $n$ is 34.", "答案：...", "Réponse : ...") comes after it;
+2. the last ``<answer>...</answer>``;
+3. the last final statement ("the (final) answer is X", "Answer: X", "#### X", and
+   their French, German, Spanish, Russian and Chinese forms), reduced to its value;
+4. the whole text when it is a bare answer (short, no prose: ``x^2+2x+1``, ``$[0,1)$``);
+5. the later of the last math segment and the last number (long prose only).
+
+Each named mode runs just that one step. ``choice=True`` (a multiple-choice gold)
+reads the option letter instead (``prose.choice``).
 
 Why the LAST answer: models revise themselves ("\\boxed{31}. Wait, that is wrong ...
 \\boxed{28}"); Math-Verify joins every box into one set and so fails correct final
-answers. Boxes written back to back ("\\boxed{2} and \\boxed{3}") are one answer and are
-joined into a list, so a hedge between two values never matches a single gold.
+answers. Boxes that answer parts of one question ("\\boxed{(3,3)} for (a) and
+\\boxed{(1,1)}", "y_1 = \\boxed{..}, y_2 = \\boxed{..}") are one answer and are joined
+into a list, so a hedge between two values never matches a single gold.
 
 Nothing here parses mathematics: this runs for every completion and must stay cheap.
 """
@@ -20,24 +30,32 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .normalize import scan_group
+from .prose import bare, choice, cut_turn, first_choice, last_math_segment, statement_value
 
 MODES = ("auto", "boxed", "tags", "answer_is", "last_number")
 MAX_ANSWER_CHARS = 1000   # longer "answers" are garbage or attacks: too_complex
 MAX_DEPTH = 64            # bracket nesting deeper than this is too_complex
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
-# Between two boxes that form one answer: spaces, punctuation, $, "and"/"or".
-_BOX_JOINER_RE = re.compile(
-    r"^(?:\s|[$,;.&=~]|\\[,;:!]|\\quad|\\qquad|\\text\{|\}|\\\(|\\\)|\\\[|\\\]"
-    r"|\b(?:and|or|maybe|perhaps|possibly|equivalently|i\.e)\b)*$", re.IGNORECASE)
+# Between two boxes that form one answer: little text, no revision ("wait", "no"), and
+# either nothing but punctuation or a connective ("and", ",", "y_2 =", "for part (a) and").
+_GAP_MAX = 60
+_REVISION_RE = re.compile(r"\b(?:wait|wrong|actually|no|not|but|however|mistake|instead|sorry|hmm|oops|"
+                          r"recheck|re-check|correct(?:ion|ed)?|redo|double-check)\b", re.IGNORECASE)
+_CONNECTIVE_RE = re.compile(r"[,;&=]|\b(?:and|or|maybe|perhaps|possibly|equivalently|i\.e)\b", re.IGNORECASE)
 _ANSWER_OPEN = "<answer>"
 _ANSWER_CLOSE = "</answer>"
 _ANSWER_IS_RE = re.compile(
-    r"(?:answer\s*(?:is\b|:)|answer\s*\**\s*:|####)\s*\**\s*:?\s*(?:is\b\s*:?)?\s*",
+    r"(?:answer\s*(?:is\b|:)|answer\s*\**\s*:|####|答案\s*(?:是|为|為)?\s*[:：]?|"
+    r"r[ée]ponse\s*(?:est\b|:)|antwort\s*(?:ist\b|:)|respuesta\s*(?:es\b|:)|risposta\s*(?:è\b|:)|"
+    r"ответ\s*(?:[:：]|—|-)?)\s*\**\s*[:：]?\s*(?:is\b\s*:?)?\s*",
     re.IGNORECASE)
 # A minus sign counts only where it cannot be subtraction ("3-5" ends in 5, not -5).
-_NUMBER_RE = re.compile(r"(?:(?<![\w)\]}])-)?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?")
-_SENTENCE_END_RE = re.compile(r"\.(?=\s|$)|\n")
+_NUMBER_RE = re.compile(r"(?:(?<![\w)\]}])-)?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?(?:,\d{1,2}(?![\d,]))?")
+# 2,74 / 0,111 / 1000,99: a decimal comma; 1,2 and 7,425,000 are not.
+_DECIMAL_COMMA_RE = re.compile(r"[-+]?(?:0,\d{2,}|\d+,\d{2}|\d{4,},\d+)")
+_BROKEN_INLINE_RE = re.compile(r"(?<![\\$])\$(?!\$)[^$]*\n[^$]*(?<!\\)\$|\\\([^\n]*?\n.*?\\\)", re.S)
+_SENTENCE_END_RE = re.compile(r"\.(?=\s|$)|\n|。")
 
 
 @dataclass(frozen=True)
@@ -46,7 +64,7 @@ class Extraction:
     why ("no_answer", "truncated", "unclosed_think", "too_complex")."""
 
     answer: Optional[str]
-    source: str = "none"      # boxed | tags | answer_is | last_number | none
+    source: str = "none"      # boxed | tags | answer_is | bare | math | last_number | choice | none
     reason: str = ""
 
 
@@ -55,7 +73,7 @@ def extract_answer(completion: str, mode: str = "auto") -> Optional[str]:
     return extract(completion, mode).answer
 
 
-def extract(completion: str, mode: str = "auto") -> Extraction:
+def extract(completion: str, mode: str = "auto", *, choice: bool = False) -> Extraction:
     """Find the final answer; never raises for any completion text."""
     if mode not in MODES:
         raise ValueError(f"unknown extraction mode {mode!r}: use one of {', '.join(MODES)}")
@@ -69,14 +87,28 @@ def extract(completion: str, mode: str = "auto") -> Extraction:
         # The reasoning never finished (cut at the length limit): a box inside it is
         # a draft, not the model's final answer.
         return Extraction(None, "none", "unclosed_think")
-
-    steps = {"boxed": _boxed, "tags": _tags, "answer_is": _answer_is, "last_number": _last_number}
-    order = ["boxed", "tags", "answer_is", "last_number"] if mode == "auto" else [mode]
-    for name in order:
-        found = steps[name](text)
+    text = cut_turn(text)
+    if mode != "auto":
+        steps = {"boxed": _boxed, "tags": _tags, "answer_is": _answer_is, "last_number": _last_number}
+        found = steps[mode](text)
+        return _capped(found) if found is not None else Extraction(None, "none", "no_answer")
+    if choice:
+        return _choice(text)
+    for step in (_box_or_statement, _tags, _answer_is, _bare, _prose_tail):
+        found = step(text)
         if found is not None:
             return _capped(found)
     return Extraction(None, "none", "no_answer")
+
+
+def gold_text(gold: str) -> str:
+    """The answer inside a gold written as prose or boxed; a plain gold is kept as is."""
+    s = gold.strip()
+    whole = bare(s)
+    if whole is not None and "\\boxed" not in s and "\\fbox" not in s:
+        return _decimal_comma(whole) if whole == s else whole
+    found = extract(s)
+    return found.answer if found.answer else s
 
 
 def nesting_depth(s: str) -> int:
@@ -103,9 +135,32 @@ def _capped(found: Extraction) -> Extraction:
     return found
 
 
-# --- boxes -------------------------------------------------------------------------
+def _decimal_comma(s: str) -> str:
+    """``2,74`` / ``0,111`` / ``1000,99`` in plain text are decimals (1,2 stays a list);
+    callers pass only text that was not inside math delimiters."""
+    return s.replace(",", ".") if _DECIMAL_COMMA_RE.fullmatch(s) else s
+
+
+# --- boxes and final statements ---------------------------------------------------
+
+def _box_or_statement(text: str) -> Optional[Extraction]:
+    found = _boxed_at(text)
+    if found is None:
+        return None
+    box, box_end = found
+    said = _answer_is_at(text, after=box_end)
+    if said is not None:
+        return said[0]            # a final statement after the last box is the answer
+    return box
+
 
 def _boxed(text: str) -> Optional[Extraction]:
+    found = _boxed_at(text)
+    return found[0] if found is not None else None
+
+
+def _boxed_at(text: str) -> Optional[tuple[Extraction, int]]:
+    """The answer of the last group of boxes, and where that group ends."""
     starts = [m.end() for m in _BOX_RE.finditer(text)]
     if not starts:
         return None
@@ -115,25 +170,34 @@ def _boxed(text: str) -> Optional[Extraction]:
         if got is None:
             if not spans:
                 # The last box never closes: the completion was cut mid-answer.
-                return Extraction(None, "boxed", "truncated")
+                return Extraction(None, "boxed", "truncated"), len(text)
             break
         content, end = got
         if content == "__too_deep__":
             if spans:
                 break
-            return Extraction(None, "boxed", "too_complex")
+            return Extraction(None, "boxed", "too_complex"), end
         box_start = starts[i] - len("\\boxed") if text[starts[i] - 1] == "d" else starts[i] - len("\\fbox")
         if spans and end > spans[-1][0]:
             break                # \boxed{\boxed{5}}: the inner box already is the answer
-        if spans and not _BOX_JOINER_RE.match(text[end:spans[-1][0]]):
+        if spans and not _joins(text[end:spans[-1][0]]):
             break
         spans.append((box_start, end, content.strip()))
         if len(spans) >= 16:
             break
     parts = [c for _, _, c in reversed(spans) if c]
+    end = spans[0][1] if spans else len(text)
     if not parts:
-        return Extraction(None, "boxed", "no_answer")
-    return Extraction(", ".join(parts), "boxed")
+        return Extraction(None, "boxed", "no_answer"), end
+    return Extraction(", ".join(parts), "boxed"), end
+
+
+def _joins(gap: str) -> bool:
+    """Two boxes with ``gap`` between them answer parts of one question."""
+    if len(gap) > _GAP_MAX or "\n\n" in gap or _REVISION_RE.search(gap):
+        return False
+    plain = re.sub(r"\\[A-Za-z]+|\\.|[${}()\s.+]|\\", "", gap)
+    return not plain or bool(_CONNECTIVE_RE.search(gap))
 
 
 def _box_content(text: str, pos: int) -> Optional[tuple[str, int]]:
@@ -180,27 +244,43 @@ def _tags(text: str) -> Optional[Extraction]:
 # --- "the answer is X" -------------------------------------------------------------
 
 def _answer_is(text: str) -> Optional[Extraction]:
+    found = _answer_is_at(text)
+    return found[0] if found is not None else None
+
+
+def _answer_is_at(text: str, after: int = 0) -> Optional[tuple[Extraction, str]]:
+    """The last final statement that starts at or after ``after`` and states a value:
+    (its answer, the statement's raw text)."""
     # Only the tail can hold the final statement; scanning all of a 30k-char
     # reasoning trace for every completion would cost more than the match itself.
-    tail = text[-4000:]
-    matches = list(_ANSWER_IS_RE.finditer(tail))
-    for m in reversed(matches):
-        answer = _answer_after(tail, m.end())
+    offset = max(0, len(text) - 4000, after)
+    tail = text[offset:]
+    for m in reversed(list(_ANSWER_IS_RE.finditer(tail))):
+        statement = _statement_after(tail, m.end())
+        answer = _answer_after(tail, m.end()) if statement is not None else None
         if answer:
-            return Extraction(answer, "answer_is")
+            return Extraction(answer, "answer_is"), statement
     return None
 
 
-def _answer_after(text: str, pos: int) -> Optional[str]:
+def _statement_after(text: str, pos: int) -> Optional[str]:
     rest = text[pos:pos + 2 * MAX_ANSWER_CHARS]
     for open_, close in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
         if rest.startswith(open_):
             end = rest.find(close, len(open_))
-            if end < 0:
-                return None   # cut inside the formula: truncated
-            return _clean(rest[len(open_):end])
+            return None if end < 0 else rest[:end + len(close)]   # None: cut inside the formula
     m = _SENTENCE_END_RE.search(rest)
-    return _clean(rest[:m.start()] if m else rest)
+    return rest[:m.start()] if m else rest
+
+
+def _answer_after(text: str, pos: int) -> Optional[str]:
+    statement = _statement_after(text, pos)
+    if statement is None:
+        return None
+    value = statement_value(statement)
+    if not value:
+        return None
+    return _clean(_decimal_comma(value) if "$" not in statement and "\\" not in statement else value)
 
 
 def _clean(s: str) -> Optional[str]:
@@ -217,18 +297,67 @@ def _strip_math(s: str) -> str:
     return s
 
 
+# --- bare answers, prose, choices --------------------------------------------------
+
+def _bare(text: str) -> Optional[Extraction]:
+    whole = bare(text)
+    if not whole:
+        return None
+    return Extraction(_decimal_comma(whole) if whole == text.strip().rstrip(".") else whole, "bare")
+
+
+def _prose_tail(text: str) -> Optional[Extraction]:
+    """Long prose: the later of its last math segment and its last number."""
+    number = _last_number_at(text)
+    seg = last_math_segment(text[-4000:])
+    if seg is not None:
+        seg_end = len(text) - min(len(text), 4000) + seg[0]
+        if number is None or seg_end >= number[1]:
+            return Extraction(seg[1], "math")
+    if number is None:
+        return None
+    return Extraction(number[0], "last_number")
+
+
+def _choice(text: str) -> Extraction:
+    """The option letter (a multiple-choice gold): boxed, stated, bare, or written alone."""
+    box = _boxed(text)
+    if box is not None and box.answer:
+        return Extraction(box.answer, "boxed")
+    markers = list(_ANSWER_IS_RE.finditer(text[-4000:]))
+    if markers:
+        tail = text[-4000:]
+        statement = _statement_after(tail, markers[-1].end()) or tail[markers[-1].end():]
+        letter = first_choice(statement)
+        if letter:
+            return Extraction(letter, "choice")
+    whole = bare(text)
+    if whole:
+        return Extraction(whole, "bare")         # "\\mathrm{E}*2" is not the choice E
+    letter = choice(text.strip())
+    return Extraction(letter, "choice") if letter else Extraction(None, "none", "no_answer")
+
+
 # --- last number -------------------------------------------------------------------
 
 def _last_number(text: str) -> Optional[Extraction]:
+    found = _last_number_at(text)
+    return Extraction(found[0], "last_number") if found is not None else None
+
+
+def _last_number_at(text: str) -> Optional[tuple[str, int]]:
     # Look at a growing tail so a long trace is not scanned when the end has a number.
+    # Inline math broken across lines ("$ \n 9 \n $") is not read (Math-Verify's rule too).
+    text = _BROKEN_INLINE_RE.sub(lambda m: " " * len(m.group(0)), text)
     size = 512
     while True:
         tail = text[-size:]
         found = None
-        for m in _NUMBER_RE.finditer(tail):
-            found = m.group(0)
-        if found is not None and (size >= len(text) or tail.rfind(found) > 64):
-            return Extraction(found.rstrip("."), "last_number")
+        for found in _NUMBER_RE.finditer(tail):
+            pass
+        if found is not None and (size >= len(text) or found.start() > 64):
+            end = len(text) - len(tail) + found.end()
+            return _decimal_comma(found.group(0).rstrip(".")), end
         if size >= len(text):
             return None
         size *= 4

@@ -13,7 +13,8 @@ from collections import OrderedDict
 from typing import Optional, Sequence, Union
 
 from .answer import Answer, MatchResult, ParsedGold, _prepare, decide, prepare
-from .pool import get_pool
+from .extract import gold_text
+from .pool import PoolError, get_pool
 
 DEFAULT_TIMEOUT_S = 2.0
 CACHE_SIZE = 65536
@@ -54,17 +55,11 @@ _CACHE = _LRU(CACHE_SIZE)
 
 def parse_gold(gold: Union[str, ParsedGold]) -> ParsedGold:
     """Prepare a gold answer once for a whole group of completions (cached by string).
-    A gold written with ``\\boxed{}`` is unboxed first."""
+    A gold written as a solution (boxed, or prose ending in "The final answer is X")
+    is reduced to its answer first (``extract.gold_text``)."""
     if isinstance(gold, Answer):
         return gold
-    text = gold if isinstance(gold, str) else str(gold)
-    if "\\boxed" in text or "\\fbox" in text:
-        from .extract import extract
-
-        found = extract(text, "boxed").answer
-        if found:
-            text = found
-    return prepare(text, gold=True)
+    return prepare(gold_text(gold if isinstance(gold, str) else str(gold)), gold=True)
 
 
 def match(pred: str, gold: Union[str, ParsedGold], timeout_s: float = DEFAULT_TIMEOUT_S) -> MatchResult:
@@ -95,10 +90,15 @@ def match_many(preds: Sequence[str], golds: Sequence[Union[str, ParsedGold]],
         raw = get_pool().map([payloads[k] for k in keys], timeout_s)
         for key, (equal, tier, reason) in zip(keys, raw):
             r = MatchResult(equal, tier, reason)
-            _CACHE.put(key, r)
+            if tier != "error":
+                _CACHE.put(key, r)
             for i in pending[key]:
                 results[i] = r
-    return [r if r is not None else MatchResult(False, "guard", "internal_error") for r in results]
+        if len(raw) != len(keys):
+            raise PoolError(f"the math worker pool answered {len(raw)} of {len(keys)} comparisons")
+    # Every pair was either decided inline or sent to the pool: a gap is a bug here,
+    # and an unjudged pair must never become a silent 0.
+    return [r if r is not None else MatchResult(False, "error", "internal_error:no_result") for r in results]
 
 
 def fast_match(pred: str, gold: Union[str, ParsedGold]) -> tuple[Optional[MatchResult], Optional[tuple[str, str]]]:
@@ -111,8 +111,8 @@ def fast_match(pred: str, gold: Union[str, ParsedGold]) -> tuple[Optional[MatchR
         r = decide(p, g)
     except (RecursionError, MemoryError):
         return MatchResult(False, "guard", "too_complex"), None
-    except Exception as exc:   # noqa: BLE001 - a bug must not stall training; the reason shows it
-        return MatchResult(False, "guard", f"internal_error:{type(exc).__name__}"), None
+    except Exception as exc:   # noqa: BLE001 - a bug must not stall training: not judged, never a 0
+        return MatchResult(False, "error", f"internal_error:{type(exc).__name__}: {exc}"[:300]), None
     if r is not None:
         return r, None
     key = (p.norm, g.norm)

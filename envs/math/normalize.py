@@ -59,7 +59,14 @@ _FRAC_DEN_RE = re.compile(r"\\frac\s*\{([^{}]*)\}\s*(\d)")
 _SQRT_SHORT_RE = re.compile(r"\\sqrt\s*(\d+|[A-Za-z](?![A-Za-z]))")
 _MIXED_SPACE_RE = re.compile(r"(?<![\d.])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d.])")
 _THOUSANDS_RE = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
-_OR_RE = re.compile(r"\s+or\s+", re.IGNORECASE)
+# "or" between values, also unspaced next to brackets or digits: (11,7)or(7,11), W(x)=1orW(x)=-1.
+_OR_RE = re.compile(r"\s+(?i:or)\s+|(?<=[)\]\d])\s*or(?=[(\[A-Z])")
+# MATH's thousands separator: 1,\!000 and 11,\! 111 (also {,}\!).
+_MATH_THOUSANDS_RE = re.compile(r"(\d)(?:\{,\}|,)\\!\s*(?=\d{3}(?!\d))")
+_TRAILING_BACKSLASH_RE = re.compile(r"(?<!\\)\\\s*$")
+# A command written with a doubled backslash (\\frac, from JSON escaped twice).
+_DOUBLED_RE = re.compile(r"\\\\(?=(?:d|t)?frac|sqrt|left|right|le|ge|leq|geq|neq|pi|cdot|times|text|boxed|infty"
+                         r"|in|cup|cap|pm|mathrm|mathbf|circ|dots|ldots)(?![a-z]*\s*&)")
 # "and" lists values (roots 1 and 2) but intersects inequalities (x > 1 and x < 3):
 # it becomes its own separator so the matcher can tell the two apart.
 _AND_RE = re.compile(r"\s+and\s+", re.IGNORECASE)
@@ -83,7 +90,9 @@ _WS_RE = re.compile(r"(\\[A-Za-z]+)?\s+(?=([A-Za-z])?)")
 
 def normalize(answer: str) -> str:
     """The canonical string of an answer (idempotent; never raises for a str)."""
-    s = answer.strip()
+    s = undouble(answer.strip())
+    s = _TRAILING_BACKSLASH_RE.sub("", s)
+    s = _MATH_THOUSANDS_RE.sub(r"\1", s)
     s = _INVISIBLE_DELIM_RE.sub("", s)
     s = _SIZING_RE.sub("", s)
     s = _strip_delimiters(s)
@@ -107,6 +116,14 @@ def normalize(answer: str) -> str:
     s = _WS_RE.sub(_space, s)
     s = s.rstrip(".").strip()
     return _strip_outer_braces(s)
+
+
+def undouble(s: str) -> str:
+    """``\\\\frac{1}{2}`` -> ``\\frac{1}{2}`` when every command is written doubled
+    (never inside a matrix, where ``\\\\`` ends a row)."""
+    if "\\begin" in s or not _DOUBLED_RE.search(s):
+        return s
+    return s.replace("\\\\", "\\")
 
 
 def unwrap(s: str) -> str:

@@ -99,7 +99,11 @@ def parse_shape(s: str) -> Optional[Shape]:
         if enc and enc[0] in ("(", "[") and _MATRIX_RE.fullmatch(enc[1]):
             m = _MATRIX_RE.fullmatch(enc[1])
     if m is not None:
-        return _matrix(m.group(2))
+        # "A + B" or "A B" of two matrices: an expression, for the symbolic tier.
+        return None if "\\begin{" in m.group(2) else _matrix(m.group(2))
+    ratio = _ratio(s)
+    if ratio is not None:
+        return ratio
     parts = split_top(s, ("\\cup",))
     if len(parts) > 1:
         return Shape("union", tuple(p for p in parts)) if all(parts) else None
@@ -122,6 +126,17 @@ def parse_shape(s: str) -> Optional[Shape]:
         if len(items) >= 2 or (len(items) == 1 and items[0] != s):
             return Shape("list", tuple(items), conj=conj)
     return None
+
+
+def _ratio(s: str) -> Optional[Shape]:
+    """``11:21``, ``12:00``: a ratio or a time, compared term by term (12:00 is not 1:00,
+    3:0 is not 5:0, and 6:4 is not read as the fraction 3/2)."""
+    parts = split_top(s, (":",))
+    if len(parts) < 2 or not all(p.strip() for p in parts):
+        return None
+    if any(tok == "=" or tok in _INEQ_TOKENS or tok == "\\in" for tok in tokens(s)):
+        return None
+    return Shape("seq", tuple(parts), ":", ":")
 
 
 def _matrix(body: str) -> Optional[Shape]:
@@ -169,6 +184,66 @@ def split_relation(s: str) -> Optional[Relation]:
     if is_variable(lhs):
         return Relation("assign", lhs, rhs)
     return Relation("equation", lhs, rhs)
+
+
+def solution_tuples(shape: Shape) -> Shape:
+    """``p=5, q=2; p=7, q=2`` -> the solutions ``(5,2), (7,2)``: a list of assignments
+    whose variables repeat in one order (two or more of them) is a list of tuples."""
+    if shape.kind != "list" or len(shape.items) < 4:
+        return shape
+    rels = [split_relation(i.strip()) for i in shape.items]
+    if any(r is None or r.kind != "assign" or not _VAR_RE.fullmatch(r.lhs) for r in rels):
+        return shape
+    names = [r.lhs for r in rels]
+    k = names.index(names[0], 1) if names[0] in names[1:] else len(names)
+    if k < 2 or len(names) % k or len(set(names[:k])) != k or names != names[:k] * (len(names) // k):
+        return shape
+    groups = tuple("(" + ",".join(r.rhs for r in rels[i:i + k]) + ")" for i in range(0, len(rels), k))
+    return Shape("list", groups)
+
+
+def drop_approx(s: str) -> str:
+    """``\\frac{\\sqrt3}{3} \\approx 0.577`` -> ``\\frac{\\sqrt3}{3}``: the answer is what is
+    approximated, not the decimal; but ``x \\approx 11`` (a variable) says x is about 11."""
+    toks = tokens(s)
+    depth = 0
+    for i, tok in enumerate(toks):
+        if tok in _OPENERS:
+            depth += 1
+        elif tok in _CLOSERS:
+            depth = max(0, depth - 1)
+        elif depth == 0 and tok == "\\approx" and i > 0:
+            left, right = "".join(toks[:i]).strip(), "".join(toks[i + 1:]).strip()
+            return left + "=" + right if is_variable(left) and right else left
+    return s
+
+
+_BOUND_RE = re.compile(r"\\(?:lim|sum|prod|int|bigcup|bigcap)\s*_\s*\{?\s*([A-Za-z])")
+_COMMAND_RE = re.compile(r"\\(?:begin|end)\{[A-Za-z*]+\}|\\[A-Za-z]+")
+_SUBSCRIPT_RE = re.compile(r"_(?:\{[^{}]*\}|[A-Za-z0-9])")
+
+
+def states_value(lhs: str, rhs: str = "") -> bool:
+    """An equation ``lhs = v`` states the value v: ``lhs`` is a label (``|AB|``,
+    ``V_1:V_2``, ``\\frac{NO}{BO}``) or a closed expression with no free variable
+    (``e^{i\\pi}``, ``\\log_2 8``, ``\\lim_{x\\to 0} \\frac{\\sin x}{x}``). ``x^2 = 4``
+    does not state 4, and ``7 = 11a + c`` (a value with a free variable) states nothing."""
+    if rhs and not _closed(rhs):
+        return False
+    if _closed(lhs):
+        return True
+    label = _SUBSCRIPT_RE.sub("", _COMMAND_RE.sub(" ", lhs))
+    return all(ch.isupper() for ch in label if ch.isalpha())
+
+
+def _closed(lhs: str) -> bool:
+    """No free variable: every letter is a command, e, i, or bound by a limit/sum/integral."""
+    bound = set(_BOUND_RE.findall(lhs))
+    body = _COMMAND_RE.sub(" ", lhs)
+    letters = [ch for ch in body if ch.isalpha() and ch not in bound]
+    if bound and "\\int" in lhs:
+        letters = [ch for ch in letters if ch != "d"]
+    return all(ch in "ei" for ch in letters)
 
 
 def is_variable(s: str) -> bool:

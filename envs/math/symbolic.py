@@ -30,6 +30,7 @@ from latex2sympy2_extended.latex2sympy2 import ConversionConfig, NormalizationCo
 from math_verify import verify as mv_verify
 from math_verify.grader import should_treat_as_complex
 from sympy import Float, I, MatrixBase, Rational, Set
+from sympy.core.function import AppliedUndef
 from sympy.core.relational import Equality, Relational
 
 from .answer import Answer, MatchResult, decide, is_inequality_list, prepare
@@ -78,6 +79,8 @@ def to_sympy(latex: str) -> Any:
         raise
     except Exception as exc:   # noqa: BLE001 - the ANTLR parser raises anything on garbage
         raise Unparsable(str(exc)[:200]) from None
+    if isinstance(expr, sympy.MatrixExpr) and not isinstance(expr, MatrixBase):
+        expr = expr.doit()      # a sum or product of explicit matrices: its value
     return _exact(expr)
 
 
@@ -271,6 +274,9 @@ def _to_set(a: Answer) -> Optional[Set]:
     if isinstance(v, Set):
         return v
     if isinstance(v, (Relational, sympy.logic.boolalg.BooleanFunction)) and not isinstance(v, Equality):
+        calls = v.atoms(AppliedUndef)
+        if len(calls) == 1:          # 0 < f(x) < 1 is the range of f: a set of values
+            v = v.xreplace({calls.pop(): sympy.Symbol("_value", real=True)})
         free = v.free_symbols
         if len(free) == 1:
             try:

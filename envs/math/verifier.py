@@ -3,7 +3,8 @@
 gold = ``task.answer``; reward 1 when the completion's final answer equals it, else
 0. ``info`` holds ``extracted``, ``source``, ``tier`` and ``reason``. Timeouts and
 oversized answers are the completion's fault (reward 0, reason "timeout" /
-"too_complex"); the only ``infra_error`` is a worker pool that cannot start.
+"too_complex"). ``infra_error`` (not judged, dropped by trainers) is a worker pool
+that cannot start or a bug inside the matcher (tier "error"): never a reward of 0.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ..core.types import Task, Verdict
-from ..core.verifier import Verifier, _check_lengths, exact_verdict
+from ..core.verifier import Verifier, _check_lengths, all_verdicts, exact_verdict
 from .extract import MODES, Extraction, extract
 from .matcher import DEFAULT_TIMEOUT_S, MatchResult, fast_match, match_many, parse_gold
 from .pool import PoolError
@@ -45,16 +46,18 @@ class MathVerifier(Verifier):
         todo: list[int] = []
         golds = {}
         for i, (task, completion) in enumerate(zip(tasks, completions)):
-            ex = extract(completion if isinstance(completion, str) else str(completion), self.extract_mode)
-            extractions.append(ex)
             if task.answer is None:
                 raise ValueError(f"task {task.id!r} has no answer: a math task needs its gold in Task.answer")
+            if task.answer not in golds:
+                golds[task.answer] = parse_gold(task.answer)   # once per group, not per completion
+            gold = golds[task.answer]
+            ex = extract(completion if isinstance(completion, str) else str(completion), self.extract_mode,
+                         choice=gold.mcq is not None)
+            extractions.append(ex)
             if ex.answer is None:
                 verdicts.append(_verdict(MatchResult(False, "guard", ex.reason or "no_answer"), ex))
                 continue
-            if task.answer not in golds:
-                golds[task.answer] = parse_gold(task.answer)   # once per group, not per completion
-            result, key = fast_match(ex.answer, golds[task.answer])
+            result, key = fast_match(ex.answer, gold)
             verdicts.append(_verdict(result, ex) if result is not None else None)
             if result is None:
                 todo.append(i)
@@ -68,23 +71,36 @@ class MathVerifier(Verifier):
             else:
                 for i, r in zip(todo, results):
                     verdicts[i] = _verdict(r, extractions[i])
-        return [v for v in verdicts if v is not None]
+        return all_verdicts(verdicts, "MathVerifier.verify_batch")
 
     def close(self) -> None:
         """The pool is shared by every MathVerifier; ``shutdown_pool()`` stops it."""
 
 
 def _verdict(r: MatchResult, ex: Extraction) -> Verdict:
+    if r.tier == "error":
+        return Verdict.infra(f"math matcher failed: {r.reason}", extracted=ex.answer, source=ex.source)
     return exact_verdict(r.equal, info={"extracted": ex.answer, "source": ex.source,
                                         "tier": r.tier, "reason": r.reason})
 
 
 def verify(completion: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, extract: str = "auto") -> bool:
     """True when the final answer in ``completion`` equals ``gold``. Never raises for
-    any completion; raises ``PoolError`` only if the symbolic worker pool cannot start."""
+    any completion; raises ``PoolError`` if the symbolic worker pool cannot start and
+    ``MatchError`` if the matcher itself failed (a bug: not a judgement of the answer;
+    ``MathVerifier`` reports it as an ``infra_error`` verdict instead)."""
     from .extract import extract as _extract
 
-    ex = _extract(completion if isinstance(completion, str) else str(completion), extract)
+    g = parse_gold(gold)
+    ex = _extract(completion if isinstance(completion, str) else str(completion), extract,
+                  choice=g.mcq is not None)
     if ex.answer is None:
         return False
-    return match_many([ex.answer], [gold], timeout_s)[0].equal
+    r = match_many([ex.answer], [g], timeout_s)[0]
+    if r.tier == "error":
+        raise MatchError(f"the math matcher failed on {ex.answer!r} vs {gold!r}: {r.reason}")
+    return r.equal
+
+
+class MatchError(RuntimeError):
+    """The matcher itself failed (a bug), so the answer was not judged."""

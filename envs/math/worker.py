@@ -42,8 +42,8 @@ def serve(conn: Any, memory_bytes: int) -> None:
             reply = (False, "symbolic", "too_complex", True)     # heap may be fragmented: retire
         except RecursionError:
             reply = (False, "symbolic", "too_complex", False)
-        except Exception as exc:   # noqa: BLE001 - any failure on odd input is "not equal"
-            reply = (False, "symbolic", f"error:{type(exc).__name__}", False)
+        except Exception as exc:   # noqa: BLE001 - a bug of the matcher: not judged (infra_error)
+            reply = (False, "error", f"internal_error:{type(exc).__name__}: {exc}"[:300], False)
         try:
             conn.send(reply)
         except (OSError, ValueError):
