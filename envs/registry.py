@@ -37,7 +37,9 @@ def _env(source: TaskSource, verifier: Verifier, *, format_weight: float = 0.0,
 def _part(source: TaskSource, partition: Optional[str], eval_fraction: float) -> TaskSource:
     """The source itself, or only its train or eval questions."""
     check_partition(partition, eval_fraction)
-    return source if partition is None else PartitionedSource(source, partition, eval_fraction)  # type: ignore[arg-type]
+    if partition is None:
+        return source
+    return PartitionedSource(source, partition, eval_fraction)  # type: ignore[arg-type] - checked above
 
 
 def _rows(tasks: str, split: str, to_task: Callable[[Mapping[str, Any], str], Task],

@@ -211,7 +211,8 @@ def test_a_dataset_env_scored_by_referenced_functions(tmp_path):
         "def shout(completions, **kwargs):\n"
         "    return [0.5 if c.isupper() else None for c in completions]\n")
     data = tmp_path / "rows.jsonl"
-    data.write_text("\n".join(json.dumps({"prompt": f"Say {w}", "solution": w}) for w in ("hi", "OK", "no", "up", "go", "be", "me", "we")))
+    words = ("hi", "OK", "no", "up", "go", "be", "me", "we")
+    data.write_text("\n".join(json.dumps({"prompt": f"Say {w}", "solution": w}) for w in words))
     env = make_env("proctor/RewardFuncs-v0", tasks=str(data), reward_weights=[1.0, 2.0], pass_threshold=1.0,
                    reward_funcs=[f"{tmp_path / 'my_rewards.py'}:exact", f"{tmp_path / 'my_rewards.py'}:shout"])
     tasks = [env.source[i] for i in range(3)]

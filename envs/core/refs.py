@@ -35,7 +35,8 @@ def load_object(ref: str, what: str = "object") -> Any:
     module = _load_file(module_name, ref, what) if module_name.endswith(".py") else _import(module_name, ref, what)
     if not hasattr(module, attr):
         public = sorted(n for n in vars(module) if not n.startswith("_"))
-        raise RefError(f"{what} {ref!r}: {module_name} has no {attr!r} (it defines: {', '.join(public[:20]) or 'nothing'})")
+        defined = ", ".join(public[:20]) or "nothing"
+        raise RefError(f"{what} {ref!r}: {module_name} has no {attr!r} (it defines: {defined})")
     return getattr(module, attr)
 
 

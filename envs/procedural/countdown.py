@@ -44,10 +44,11 @@ def countdown_task(index: int, level: int = 2, seed: int = 0) -> Task:
         expr, value = _combine(rng, used, allow_div=level >= 3)
         if value.denominator == 1 and 0 < value <= 1000:
             break
+    key = question_key(numbers, value.numerator)
     return Task(id=f"countdown/L{level}/s{seed}/{index}",
                 prompt=PROMPT.format(numbers=", ".join(map(str, numbers)), target=value.numerator),
                 answer=str(value.numerator), data={"numbers": numbers, "target": value.numerator, "solution": expr,
-                                                   "level": level, "question_key": question_key(numbers, value.numerator)},
+                                                   "level": level, "question_key": key},
                 source="countdown")
 
 
