@@ -28,8 +28,9 @@ import docker
 
 from .errors import ImageBuildError, InfraError
 
-IMAGE_NAMES: tuple[str, ...] = ("python", "cpp")
-LANGUAGE_IMAGE: dict[str, str] = {"python": "python", "c": "cpp", "cpp": "cpp"}
+IMAGE_NAMES: tuple[str, ...] = ("python", "cpp", "java", "go", "rust", "node")
+LANGUAGE_IMAGE: dict[str, str] = {"python": "python", "c": "cpp", "cpp": "cpp", "java": "java", "go": "go",
+                                  "rust": "rust", "javascript": "node"}
 
 REPO_PREFIX = "proctor/"
 BASE_REPO = "proctor/base"

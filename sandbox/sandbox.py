@@ -338,7 +338,7 @@ def reply_timeout(job: Job) -> float:
     """How long the server may take before we call it hung: every limit, plus slack."""
     lim = job.effective_limits
     runs = (1 if (job.tests or not job.cases) else 0) + len(job.cases or ())
-    compile_s = lim.compile_s if job.language in ("c", "cpp") else 0.0
+    compile_s = lim.compile_s if job.language != "python" else 0.0
     return compile_s + runs * (lim.wall_s + 3.0) + 15.0
 
 

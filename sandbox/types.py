@@ -8,8 +8,8 @@ from typing import Literal, Optional, Sequence, Union
 
 from .errors import BadJob
 
-Language = Literal["python", "c", "cpp"]
-LANGUAGES: tuple[str, ...] = ("python", "c", "cpp")
+Language = Literal["python", "c", "cpp", "java", "go", "rust", "javascript"]
+LANGUAGES: tuple[str, ...] = ("python", "c", "cpp", "java", "go", "rust", "javascript")
 
 Status = Literal[
     "passed",         # tests ran to their end / every case matched, and the program exited 0

@@ -13,6 +13,7 @@ import re
 import signal
 from typing import Optional
 
+from .language_status import NEW_LANGUAGES, language_status
 from .server.judge import normalize_output, outputs_match
 from .types import CaseResult, Job, Result, Status
 
@@ -58,6 +59,8 @@ def step_status(language: str, step: dict, stderr: str, *, needs_marker: bool) -
     sig = step["signal"]
     if step["oom"]:
         return "memory"
+    if language in NEW_LANGUAGES:
+        return language_status(language, step, stderr, needs_marker=needs_marker)
     if language == "python":
         exc = last_python_exception(stderr)
         if exc == "MemoryError":

@@ -30,6 +30,7 @@ import sys
 import time
 import traceback
 
+import builders
 import pyrunner
 from hygiene import (CPU_FILE, OOM_FILE, REAPED, WORK, cgroup_cpu_s, oom_kills, other_pids, reap,
                      scrub, set_dumpable, set_limit, sweep)
@@ -44,8 +45,7 @@ NONCE_FD = 4
 # job with many cases cannot make the server hold (and ship) hundreds of megabytes.
 CASE_SHIP = 64 << 10
 # Symbols a C/C++ program may not reference: they reach past the exit guard.
-FORBIDDEN_SYMBOLS = ("__real_exit", "__wrap_exit", "dlsym", "dlvsym", "dlopen", "dlmopen",
-                     "dl_iterate_phdr", "__libc_start_main", "proctor_guard")
+FORBIDDEN_SYMBOLS = builders.GUARD_FORBIDDEN
 
 
 # --------------------------------------------------------------------------- framing
@@ -319,6 +319,11 @@ def run_job(job: dict, zygote: Zygote) -> list[dict]:
         write_text("main.py", source)   # tracebacks quote lines from the file
         tests_line = job["code"].count("\n") + 2 if job.get("tests") else 1
         run = {"source": source, "zygote": zygote, "tests_line": tests_line}
+    elif job["language"] in builders.LANGUAGES:   # Java, Go, Rust, JavaScript
+        steps, run = builders.build(job, limits, run_step)
+        if run is None:
+            return steps[-1:]
+        steps = steps[-1:]
     else:
         steps = compile_job(job, limits)
         if not compiled_ok(steps[-1]):
