@@ -117,7 +117,9 @@ class RewardFunctions:
         pending: dict[int, Any] = {}
         for i, (func, name) in enumerate(zip(self.funcs, self.names)):
             try:
-                out = func(prompts=list(prompts), completions=list(completions), **columns)
+                # fresh lists for each function: one that edits its arguments cannot reach the next
+                out = func(prompts=list(prompts), completions=list(completions),
+                           **{k: list(v) for k, v in columns.items()})
             except Exception as exc:  # noqa: BLE001 - a raising reward function: not judged, error named
                 errors[name] = f"{type(exc).__name__}: {exc}"
                 out = None
@@ -227,6 +229,8 @@ class RewardFunctionsVerifier(Verifier):
 
     def verify_batch(self, tasks: Sequence[Task], completions: Sequence[str]) -> list[Verdict]:
         _check_lengths(tasks, completions)
+        if not tasks:
+            return []
         base = self.base.score_batch(tasks, completions) if self.base is not None else [None] * len(tasks)
         if len(base) != len(tasks):
             raise RuntimeError(f"the base rubric returned {len(base)} verdicts for {len(tasks)} completions")
