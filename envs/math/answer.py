@@ -165,7 +165,7 @@ def _decide_surds(p: Answer, g: Answer) -> Optional[MatchResult]:
 
 def _decide_assign(p: Answer, g: Answer, leaf: Optional[Leaf]) -> Optional[MatchResult]:
     if p.rel == "assign" and g.rel == "assign":
-        if p.var == g.var:
+        if p.var == g.var or _same_constant_function(p, g):
             return decide(p.value, g.value, leaf)
         return leaf(p, g) if leaf else None          # y = 2x + 3 vs x = (y - 3)/2
     if p.rel == "assign":
@@ -175,6 +175,19 @@ def _decide_assign(p: Answer, g: Answer, leaf: Optional[Leaf]) -> Optional[Match
     if p.rel:
         return leaf(p, g) if leaf else None
     return decide(p, g.value, leaf)
+
+
+_CALL_RE = re.compile(r"([A-Za-z])\(([a-z])\)")
+
+
+def _same_constant_function(p: Answer, g: Answer) -> bool:
+    """``W(x) = 1`` and ``W(n) = 1``: one function, its argument named differently, and
+    a value that does not depend on the argument."""
+    a, b = _CALL_RE.fullmatch(p.var), _CALL_RE.fullmatch(g.var)
+    if a is None or b is None or a.group(1) != b.group(1):
+        return False
+    args = a.group(2) + b.group(2)
+    return not any(ch in args for ch in (p.value.norm if p.value else "") + (g.value.norm if g.value else ""))
 
 
 def _decide_equation(p: Answer, g: Answer, leaf: Optional[Leaf]) -> Optional[MatchResult]:

@@ -108,7 +108,13 @@ def gold_text(gold: str) -> str:
     if whole is not None and "\\boxed" not in s and "\\fbox" not in s:
         return _decimal_comma(whole) if whole == s else whole
     found = extract(s)
-    return found.answer if found.answer else s
+    if found.answer:
+        return found.answer
+    if found.reason == "truncated" and found.source == "boxed":
+        # A gold is never cut by a length limit: an unclosed box runs to the end.
+        start = [m.end() for m in _BOX_RE.finditer(s)][-1]
+        return s[start:].strip().lstrip("{").strip()
+    return s
 
 
 def nesting_depth(s: str) -> int:

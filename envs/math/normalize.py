@@ -52,6 +52,13 @@ _SYNONYMS = [
     (re.compile(r"\u03c0"), r"\\pi"),
     (re.compile(r"\u221e"), r"\\infty"),
 ]
+_INFINITY_RE = re.compile(r"(?<![A-Za-z\\])(?:infinity|inf)(?![A-Za-z])")
+_UNICODE_SYNONYMS = [(p, r) for p, r in _SYNONYMS if p.pattern.startswith("\\u")]
+_LATEX_SYNONYMS = [(p, r) for p, r in _SYNONYMS
+                   if not p.pattern.startswith("\\u") and "infinity|inf" not in p.pattern]
+_LETTER_RE = re.compile(r"[A-Za-z]")
+# One search tells whether any LaTeX synonym applies (most answers need none of them).
+_ANY_LATEX_SYNONYM_RE = re.compile("|".join(f"(?:{p.pattern})" for p, _ in _LATEX_SYNONYMS))
 # Malformed but common: \frac12, \frac1{x}, \sqrt2.
 _FRAC_SHORT_RE = re.compile(r"\\frac\s*(\d)\s*(\d)")
 _FRAC_HALF_RE = re.compile(r"\\frac\s*(\d)\s*\{")
@@ -89,8 +96,47 @@ _WS_RE = re.compile(r"(\\[A-Za-z]+)?\s+(?=([A-Za-z])?)")
 
 
 def normalize(answer: str) -> str:
-    """The canonical string of an answer (idempotent; never raises for a str)."""
-    s = undouble(answer.strip())
+    """The canonical string of an answer (idempotent; never raises for a str).
+
+    Each family of rules runs only when its trigger character is present: most
+    answers are plain numbers, and this runs twice for every completion."""
+    s = answer.strip()
+    if "\\" in s:
+        s = _latex_rules(s)
+    elif "~" in s:
+        s = s.replace("~", " ")
+    s = _strip_delimiters(s) if "$" in s or "\\" in s else s
+    if "$" in s or "\\" in s:
+        s = s.replace("\\$", "").replace("$", "").replace("\\%", "%").replace("\\#", "")
+    if not s.isascii():
+        s = _DEGREE_RE.sub("", s)
+        for pattern, repl in _UNICODE_SYNONYMS:
+            s = pattern.sub(repl, s)
+    if "inf" in s.lower():
+        s = _INFINITY_RE.sub(r"\\infty", s)
+    if "\\" in s:
+        if _ANY_LATEX_SYNONYM_RE.search(s):
+            for pattern, repl in _LATEX_SYNONYMS:
+                s = pattern.sub(repl, s)
+        s = _FRAC_SHORT_RE.sub(r"\\frac{\1}{\2}", s)
+        s = _FRAC_HALF_RE.sub(r"\\frac{\1}{", s)
+        s = _FRAC_DEN_RE.sub(r"\\frac{\1}{\2}", s)
+        s = _SQRT_SHORT_RE.sub(r"\\sqrt{\1}", s)
+    if "/" in s:
+        s = _MIXED_SPACE_RE.sub(r"\1\\frac{\2}{\3}", s)
+    if _LETTER_RE.search(s):
+        s = strip_units(s.strip())
+        s = _AND_RE.sub(r"\\land ", _OR_RE.sub(",", s))
+    if "," in s and _THOUSANDS_RE.fullmatch(s.rstrip(".")):
+        s = s.replace(",", "")      # 1,000 is a number; "2, 500" (with a space) stays a list
+    s = _WS_RE.sub(_space, s)
+    s = s.rstrip(".").strip()
+    return _strip_outer_braces(s) if s.startswith("{") else s
+
+
+def _latex_rules(s: str) -> str:
+    """Display commands, spacing, wrappers and separators of a LaTeX answer."""
+    s = undouble(s)
     s = _TRAILING_BACKSLASH_RE.sub("", s)
     s = _MATH_THOUSANDS_RE.sub(r"\1", s)
     s = _INVISIBLE_DELIM_RE.sub("", s)
@@ -100,22 +146,7 @@ def normalize(answer: str) -> str:
     s = _SPACING_RE.sub(lambda m: m.group(0) if m.group(0) == "\\\\" else " ", s)
     s = s.replace("{,}", "")
     s = unwrap(s)
-    s = _DEGREE_RE.sub("", s)
-    s = s.replace("\\$", "").replace("$", "").replace("\\%", "%").replace("\\#", "")
-    for pattern, repl in _SYNONYMS:
-        s = pattern.sub(repl, s)
-    s = _FRAC_SHORT_RE.sub(r"\\frac{\1}{\2}", s)
-    s = _FRAC_HALF_RE.sub(r"\\frac{\1}{", s)
-    s = _FRAC_DEN_RE.sub(r"\\frac{\1}{\2}", s)
-    s = _SQRT_SHORT_RE.sub(r"\\sqrt{\1}", s)
-    s = _MIXED_SPACE_RE.sub(r"\1\\frac{\2}{\3}", s)
-    s = strip_units(s.strip())
-    s = _AND_RE.sub(r"\\land ", _OR_RE.sub(",", s))
-    if _THOUSANDS_RE.fullmatch(s.rstrip(".")):
-        s = s.replace(",", "")      # 1,000 is a number; "2, 500" (with a space) stays a list
-    s = _WS_RE.sub(_space, s)
-    s = s.rstrip(".").strip()
-    return _strip_outer_braces(s)
+    return _DEGREE_RE.sub("", s)
 
 
 def undouble(s: str) -> str:

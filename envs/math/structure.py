@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Optional
 
 MAX_ITEMS = 64
@@ -49,9 +50,15 @@ class Relation:
     rhs: str
 
 
-def tokens(s: str) -> list[str]:
-    """LaTeX-aware tokens: commands, escaped braces and single characters."""
-    return _TOKEN_RE.findall(s)
+def tokens(s: str) -> tuple[str, ...]:
+    """LaTeX-aware tokens: commands, escaped braces and single characters (cached: one
+    answer is scanned by several helpers)."""
+    return _tokens(s)
+
+
+@lru_cache(maxsize=8192)
+def _tokens(s: str) -> tuple[str, ...]:
+    return tuple(_TOKEN_RE.findall(s))
 
 
 def split_top(s: str, seps: tuple[str, ...]) -> list[str]:
@@ -205,6 +212,8 @@ def solution_tuples(shape: Shape) -> Shape:
 def drop_approx(s: str) -> str:
     """``\\frac{\\sqrt3}{3} \\approx 0.577`` -> ``\\frac{\\sqrt3}{3}``: the answer is what is
     approximated, not the decimal; but ``x \\approx 11`` (a variable) says x is about 11."""
+    if "\\approx" not in s:
+        return s
     toks = tokens(s)
     depth = 0
     for i, tok in enumerate(toks):
