@@ -7,11 +7,14 @@
 """
 
 from .cache import CacheStats, VerdictCache
-from .errors import BadJob, EngineUnavailable, ImageBuildError, InfraError, SandboxError
+from .breaker import HostHealth
+from .errors import (BadJob, EngineUnavailable, HostDown, ImageBuildError, InfraError, NoHostAvailable,
+                     SandboxError)
 from .sandbox import Sandbox
 from .types import LANGUAGES, STATUSES, CaseResult, Job, Limits, Result
 
 __all__ = [
     "Sandbox", "Job", "Limits", "Result", "CaseResult", "LANGUAGES", "STATUSES", "VerdictCache", "CacheStats",
     "SandboxError", "InfraError", "EngineUnavailable", "ImageBuildError", "BadJob",
+    "NoHostAvailable", "HostDown", "HostHealth",
 ]

@@ -101,7 +101,10 @@ class WarmContainer:
                              "run `proctor images build`") from None
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             self.remove()
-            raise InfraError(f"could not start a sandbox container on {self.host}: {exc}") from None
+            # The engine's own words (an OCI runtime's complaint, say), not the HTTP wrapping around them.
+            why = exc.explanation if isinstance(exc, docker.errors.APIError) and exc.explanation else exc
+            runtime = f" with runtime {self.spec.runtime}" if self.spec.runtime else ""
+            raise InfraError(f"could not start a sandbox container{runtime} on {self.host}: {why}") from None
         except InfraError:
             self.remove()
             raise

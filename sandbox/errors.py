@@ -20,6 +20,14 @@ class EngineUnavailable(InfraError):
     """The Docker engine could not be reached."""
 
 
+class HostDown(InfraError):
+    """A sandbox host was taken out after failing to start containers; no start was attempted."""
+
+
+class NoHostAvailable(InfraError):
+    """No host of a `Sandbox` can start containers; the message names each host, its cause and the fix."""
+
+
 class ImageBuildError(InfraError):
     """Building a sandbox image (or its Debian base) failed."""
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Optional
+from typing import Callable, Optional, Sequence
 
 import docker
 
+from .breaker import Breaker
 from .container import ContainerSpec, WarmContainer
-from .errors import InfraError
+from .errors import HostDown, InfraError, SandboxError
 
-log = logging.getLogger("proctor.sandbox")
+SpecFor = Callable[["HostPool", str], ContainerSpec]   # (pool, language) -> the spec a check starts
 
 
 class HostPool:
@@ -20,10 +20,12 @@ class HostPool:
 
     ``slots`` jobs run at once (one per container: concurrent jobs in one container
     could read each other's files). Up to ``slots + spare`` containers live, so a
-    replacement can start in the background while the others keep serving.
+    replacement can start in the background while the others keep serving. Every
+    container start goes through ``breaker``: a host that cannot start containers
+    is taken out after a few tries instead of failing every job in turn.
     """
 
-    def __init__(self, client: docker.DockerClient, host: str, slots: int, pool_id: str,
+    def __init__(self, client: docker.DockerClient, host: str, slots: int, pool_id: str, breaker: Breaker,
                  spare: int = 1, max_jobs_per_container: int = 1000) -> None:
         self.client = client
         self.host = host
@@ -33,6 +35,8 @@ class HostPool:
         self.max_jobs = max_jobs_per_container
         self.busy = 0                      # slots taken (guarded by the Sandbox's condition)
         self.failures = 0                  # consecutive infra errors: steers work to other hosts
+        self.breaker = breaker             # consecutive failed starts: takes the host out
+        self.probe_spec: Optional[ContainerSpec] = None   # what a probe starts: the spec that failed last
         self._lock = threading.Lock()
         self._idle: dict[ContainerSpec, list[WarmContainer]] = {}
         self._live = 0
@@ -41,28 +45,54 @@ class HostPool:
         self._closed = False
         self.started = 0
         self.recycled = 0
+        self.start_failures = 0
 
     # ------------------------------------------------------------------ containers
     def acquire(self, spec: ContainerSpec) -> WarmContainer:
-        """A clean container of this spec: idle if there is one, else started now."""
-        evict: Optional[WarmContainer] = None
+        """A clean container of this spec: idle if there is one, else started now.
+
+        Raises HostDown when the breaker has taken this host out, InfraError when the start fails.
+        """
         with self._lock:
             idle = self._idle.get(spec)
             if idle:
                 return idle.pop()
-            if self._live >= self.capacity:
-                evict = self._pop_other_idle(spec)
-            self._live += 1
+        if not self.breaker.admit_start():
+            raise HostDown(self.breaker.health().describe())
+        evict: Optional[WarmContainer] = None
+        with self._lock:
+            idle = self._idle.get(spec)
+            found = idle.pop() if idle else None   # a pre-start finished while we waited for the permit
+            if found is None:
+                if self._live >= self.capacity:
+                    evict = self._pop_other_idle(spec)
+                self._live += 1
+        if found is not None:
+            self.breaker.start_abandoned()
+            return found
         if evict is not None:
             self._remove(evict)
+        return self._start(spec)
+
+    def _start(self, spec: ContainerSpec) -> WarmContainer:
+        """Start a container under a permit already taken (and one ``_live`` slot counted)."""
         try:
             container = WarmContainer(self.client, spec, self.host, self.pool_id).start()
+        except InfraError as exc:
+            with self._lock:
+                self._live -= 1
+                self.start_failures += 1
+                self.probe_spec = spec
+            self.breaker.start_failed(str(exc))
+            raise
         except BaseException:
             with self._lock:
                 self._live -= 1
+            self.breaker.start_abandoned()
             raise
         with self._lock:
             self.started += 1
+        self.breaker.start_succeeded()
         return container
 
     def release(self, container: WarmContainer, healthy: bool) -> None:
@@ -77,41 +107,109 @@ class HostPool:
         if not self._closed:
             self._background.submit(self._prestart, container.spec)
 
-    def warm(self, spec: ContainerSpec, n: int) -> None:
-        """Start containers until ``n`` of this spec are idle (in parallel)."""
+    def warm(self, spec: ContainerSpec, n: int) -> int:
+        """Start containers until ``n`` of this spec are idle (in parallel); how many started.
+
+        Failed starts go to the breaker, which reports a host that goes down.
+        """
         with self._lock:
             have = len(self._idle.get(spec, ())) + self._starting.get(spec, 0)
         want = max(0, min(n, self.capacity) - have)
-        futures = [self._background.submit(self._prestart, spec) for _ in range(want)]
-        errors = [f.exception() for f in futures if f.exception() is not None]
-        if errors:
-            raise errors[0]
+        futures = [self._background.submit(self._prestart, spec, True) for _ in range(want)]
+        return sum(1 for f in futures if f.exception() is None and f.result())
 
-    def _prestart(self, spec: ContainerSpec) -> None:
+    def start_one(self, spec: ContainerSpec) -> Optional[str]:
+        """Start one container of ``spec`` outside the breaker's gate (a start-up check or a probe).
+
+        The container is kept, idle. Returns None, or why the start failed; the caller tells the breaker.
+        """
         with self._lock:
-            if self._closed or self._live >= self.capacity:
-                return
             self._live += 1
-            self._starting[spec] = self._starting.get(spec, 0) + 1
         try:
             container = WarmContainer(self.client, spec, self.host, self.pool_id).start()
         except InfraError as exc:
-            log.warning("could not pre-start a sandbox container on %s: %s", self.host, exc)
             with self._lock:
                 self._live -= 1
-                self._starting[spec] -= 1
+                self.start_failures += 1
+                self.probe_spec = spec
+            return str(exc)
+        except BaseException:
+            with self._lock:
+                self._live -= 1
             raise
         with self._lock:
-            self._starting[spec] -= 1
             self.started += 1
+        self._keep(spec, container)
+        return None
+
+    def check(self, spec_for: SpecFor, languages: Sequence[str]) -> bool:
+        """Start-up check: start one container per language now; if one cannot start, the host is down."""
+        for language in languages:
+            try:
+                spec = spec_for(self, language)
+            except SandboxError as exc:   # image missing (without auto_build) or its build failed
+                self.breaker.checked(False, str(exc))
+                return False
+            error = self.start_one(spec)
+            if error is not None:
+                self.breaker.checked(False, error)
+                return False
+        self.breaker.checked(True)
+        return True
+
+    def probe(self, spec_for: SpecFor, language: str) -> None:
+        """Probe a down host (the caller holds the breaker's probe): start one container, report how it went."""
+        try:
+            spec = self.probe_spec or spec_for(self, language)
+            error = self.start_one(spec)
+        except SandboxError as exc:
+            error = str(exc)
+        except BaseException as exc:
+            self.breaker.end_probe(False, f"the probe itself failed: {exc!r}")   # never leave it "probing"
+            raise
+        self.breaker.end_probe(error is None, error or "")
+
+    def submit(self, fn: Callable[[], None]) -> bool:
+        """Run ``fn`` on this host's background threads (probes); False once the pool is closed."""
+        if self._closed:
+            return False
+        try:
+            self._background.submit(fn)
+        except RuntimeError:   # closed between the check and the submit
+            return False
+        return True
+
+    def _prestart(self, spec: ContainerSpec, wait: bool = False) -> bool:
+        # Opportunistic (a replacement, or warmup): never on a down host, never past the gate.
+        if not self.breaker.admit_start(wait=wait):
+            return False
+        with self._lock:
+            full = self._closed or self._live >= self.capacity
+            if not full:
+                self._live += 1
+                self._starting[spec] = self._starting.get(spec, 0) + 1
+        if full:
+            self.breaker.start_abandoned()   # outside our lock: the breaker takes the Sandbox's
+            return False
+        try:
+            container = self._start(spec)
+        except InfraError:
+            return False   # counted by the breaker, which warns when the host goes down
+        finally:
+            with self._lock:
+                self._starting[spec] -= 1
+        self._keep(spec, container)
+        return True
+
+    def _keep(self, spec: ContainerSpec, container: WarmContainer) -> None:
+        """Put a freshly started container in the idle list (or remove it if the pool closed)."""
+        with self._lock:
             if self._closed:
                 self._live -= 1
-                closed = True
             else:
                 self._idle.setdefault(spec, []).append(container)
-                closed = False
-        if closed:
-            container.remove()
+                return
+        container.remove()
 
     def _pop_other_idle(self, spec: ContainerSpec) -> Optional[WarmContainer]:
         for other, idle in self._idle.items():

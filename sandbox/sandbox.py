@@ -18,7 +18,8 @@ from . import images
 from .cache import Claim, VerdictCache, job_key
 from .container import ContainerSpec
 from .engine import connect
-from .errors import InfraError, SandboxError
+from .breaker import Breaker, HostHealth, down_warning, refusal, startup_failure, up_warning
+from .errors import HostDown, InfraError, NoHostAvailable, SandboxError
 from .pool import HostPool
 from .types import Job, Limits, Result, infra_result
 from .verdict import build_result
@@ -53,12 +54,20 @@ class Sandbox:
     default (``runsc`` for gVisor) for code that is hostile, not merely wrong.
     ``cache``: a `VerdictCache`; identical jobs then run once (``Result.cached`` marks
     the others), including identical jobs in one ``run_many``.
+    ``startup_check``: languages whose container is started on every host before the
+    constructor returns (``()``: none); a host that cannot start one is down from the
+    start, and if no host can, `NoHostAvailable` says why and how to fix it. After
+    ``down_after`` container starts in a row fail on a host, it is down: jobs go to the
+    other hosts, or return ``infra_error`` at once when none is up; it is probed after
+    ``probe_after_s`` (doubling while it fails) or on `reset_host`. One warning per change.
     """
 
     def __init__(self, hosts: Optional[Sequence[str]] = None, *, slots: Optional[int] = None,
                  retries: int = 2, cpus_per_job: float = 1.0, spare: int = 1,
                  max_jobs_per_container: int = 1000, auto_build: bool = False,
-                 runtime: Optional[str] = None, cache: Optional[VerdictCache] = None) -> None:
+                 runtime: Optional[str] = None, cache: Optional[VerdictCache] = None,
+                 startup_check: Sequence[str] = ("python",), down_after: int = 3,
+                 probe_after_s: float = 5.0) -> None:
         self.retries = retries
         self.cpus_per_job = cpus_per_job
         self.auto_build = auto_build
@@ -72,14 +81,20 @@ class Sandbox:
         self._image_refs: dict[tuple[str, str], str] = {}
         self._ids = iter(range(1, 1 << 62))
         self.pools: list[HostPool] = []
+        self._checking = True        # the start-up check reports once, at its end
+        self._waiting = 0            # jobs waiting for a slot (guarded by _cond)
+        self._probe_language = startup_check[0] if startup_check else "python"
         targets: list[Optional[str]] = list(hosts) if hosts else [None]
         try:
             for host in targets:
                 client = connect(host)
                 name = host or client.api.base_url
                 n = slots or (default_slots() if host is None else int(client.info().get("NCPU", 1)))
-                self.pools.append(HostPool(client, name, n, self.pool_id, spare=spare,
+                breaker = Breaker(name, self._cond, down_after=down_after, probe_after_s=probe_after_s,
+                                  runtime=runtime, on_change=self._host_changed)
+                self.pools.append(HostPool(client, name, n, self.pool_id, breaker, spare=spare,
                                            max_jobs_per_container=max_jobs_per_container))
+            self._check_hosts(startup_check)
         except BaseException:
             self.close()
             raise
@@ -141,13 +156,41 @@ class Sandbox:
         your jobs will use.
         """
         for pool in self.pools:
+            if not pool.breaker.up:
+                continue   # a probe brings it back; warming it would only fail again
             for language in languages:
                 spec = self._spec(pool, Job(language=language, code="", limits=limits))  # type: ignore[arg-type]
                 pool.warm(spec, per_host or pool.slots)
+        if not any(p.breaker.up for p in self.pools):
+            raise NoHostAvailable(refusal(self.health_down(), []))
+
+    def reset_host(self, host: Optional[str] = None) -> list[HostHealth]:
+        """Probe ``host`` (default: every down host) now: start one container; up if it starts.
+
+        Returns the health of those hosts after the probe. Hosts that are up are left alone.
+        """
+        pools = [p for p in self.pools if host is None or p.host == host]
+        if not pools:
+            raise SandboxError(f"reset_host: no host {host!r} here; hosts: {', '.join(p.host for p in self.pools)}")
+        for pool in pools:
+            if pool.breaker.begin_probe(force=True):
+                pool.probe(self._spec_for, self._probe_language)
+        with self._cond:   # a probe already running in the background: wait for its answer
+            while any(p.breaker.probing for p in pools):
+                self._cond.wait()
+        return [p.breaker.health() for p in pools]
+
+    def health(self) -> dict[str, HostHealth]:
+        """Each host's state: up, or down with the cause, the fix and when it is probed next."""
+        return {p.host: p.breaker.health() for p in self.pools}
+
+    def health_down(self) -> list[HostHealth]:
+        return [h for h in self.health().values() if not h.up]
 
     def stats(self) -> dict[str, object]:
         return {p.host: {"slots": p.slots, "started": p.started, "recycled": p.recycled,
-                         "idle": p.idle_count} for p in self.pools}
+                         "idle": p.idle_count, "up": p.breaker.up, "start_failures": p.start_failures}
+                for p in self.pools}
 
     # ------------------------------------------------------------------ internals
     def _stream(self, jobs: Iterable[Job], progress: Optional[Progress],
@@ -224,38 +267,89 @@ class Sandbox:
         return ContainerSpec(image=ref, memory_mb=lim.memory_mb, pids=lim.pids, disk_mb=lim.disk_mb,
                              cpus=self.cpus_per_job, runtime=self.runtime)
 
-    def _take_slot(self, avoid: Optional[HostPool]) -> HostPool:
+    def _take_slot(self, avoid: Optional[HostPool]) -> Optional[HostPool]:
+        """A slot on a host that is up; None at once when none is up and none is being probed."""
         with self._cond:
-            while True:
-                free = [p for p in self.pools if p.busy < p.slots]
-                if free:
-                    # Prefer hosts that are not failing, then the least loaded one.
-                    free.sort(key=lambda p: (p is avoid and len(self.pools) > 1, p.failures > 0,
-                                             p.busy / p.slots))
-                    pool = free[0]
-                    pool.busy += 1
-                    return pool
-                self._cond.wait()
+            self._waiting += 1
+            try:
+                while True:
+                    self._start_due_probes()
+                    up = [p for p in self.pools if p.breaker.up]
+                    free = [p for p in up if p.busy < p.slots]
+                    if free:
+                        # Prefer hosts that are not failing, then the least loaded one.
+                        free.sort(key=lambda p: (p is avoid and len(up) > 1, p.failures > 0, p.busy / p.slots))
+                        free[0].busy += 1
+                        for other in self.pools:
+                            other.breaker.jobs_elsewhere += not other.breaker.up
+                        return free[0]
+                    if not up and not any(p.breaker.probing for p in self.pools):
+                        for pool in self.pools:
+                            pool.breaker.jobs_refused += 1
+                        return None
+                    # Woken by a freed slot or a host's change; the timeout, for a probe falling due.
+                    waits = [s for s in (p.breaker.seconds_to_probe() for p in self.pools) if s is not None]
+                    self._cond.wait(min(waits) + 0.01 if waits else None)
+            finally:
+                self._waiting -= 1
 
     def _give_slot(self, pool: HostPool) -> None:
         with self._cond:
             pool.busy -= 1
-            self._cond.notify()
+            self._cond.notify_all()   # slot waiters and start-permit waiters share this condition
+
+    def _start_due_probes(self) -> None:
+        for pool in self.pools:
+            if pool.breaker.begin_probe() and not pool.submit(
+                    lambda p=pool: p.probe(self._spec_for, self._probe_language)):
+                pool.breaker.end_probe(False, "the sandbox is closing")
+
+    def _spec_for(self, pool: HostPool, language: str) -> ContainerSpec:
+        return self._spec(pool, Job(language=language, code=""))  # type: ignore[arg-type]
+
+    def _check_hosts(self, languages: Sequence[str]) -> None:
+        """Start-up check, all hosts at once; NoHostAvailable if none passes, a warning per host that fails."""
+        if languages:
+            with ThreadPoolExecutor(max_workers=len(self.pools), thread_name_prefix="proctor-check") as ex:
+                list(ex.map(lambda p: p.check(self._spec_for, languages), self.pools))
+        self._checking = False
+        down = self.health_down()
+        if len(down) == len(self.pools):
+            raise NoHostAvailable(startup_failure(down))
+        for health in down:
+            log.warning("%s", down_warning(health, 0, len(self.pools) - len(down)))
+
+    def _host_changed(self, breaker: Breaker, now_up: bool) -> None:
+        """The breaker's one report of a state change (called under _cond)."""
+        if self._checking:
+            return
+        if now_up:
+            log.warning("%s", up_warning(breaker))
+            return
+        pool = next(p for p in self.pools if p.breaker is breaker)
+        others = sum(p.breaker.up for p in self.pools)
+        log.warning("%s", down_warning(breaker.health(), pool.busy + (0 if others else self._waiting), others))
 
     def _run_with_retries(self, job: Job) -> Result:
         attempts, errors, avoid = 0, [], None
         t0 = time.monotonic()
         while attempts <= self.retries:
-            attempts += 1
             pool = self._take_slot(avoid)
+            if pool is None:
+                return infra_result(refusal(self.health_down(), errors), attempts,
+                                    wall_s=time.monotonic() - t0, host=avoid.host if avoid else "")
             try:
-                result = self._attempt(pool, job, attempts)
+                result = self._attempt(pool, job, attempts + 1)
                 pool.failures = 0
                 return result
+            except HostDown:
+                continue   # taken out between our slot and our start: not an attempt; the next slot is elsewhere
             except InfraError as exc:
+                attempts += 1
                 pool.failures += 1
                 errors.append(f"attempt {attempts} on {pool.host}: {exc}")
-                log.warning("sandbox infra error (attempt %d/%d): %s", attempts, self.retries + 1, exc)
+                # Per attempt only at debug level: a host going down is reported once, by its breaker.
+                log.debug("sandbox infra error (attempt %d/%d): %s", attempts, self.retries + 1, exc)
                 avoid = pool
             finally:
                 self._give_slot(pool)

@@ -8,6 +8,7 @@
       optim       how: learning_rate, micro_batch_size, precision, LoRA, the non-finite guard
       checkpoint  save_every, resume_from
       log         log_every, sample_completions, report_to
+      eval        held-out evaluation: envs or split, every, greedy, pass@k
 
 A YAML file may still use the flat keys of earlier versions (``group_size: 8``); each is
 mapped to its place (``rollout.group_size``) with a deprecation note naming the new key.
@@ -45,6 +46,20 @@ class DataConfig:
     max_resample_rounds: int = 2
     skip_predicted_zero_signal: bool = False  # pass-rate memory
     skip_threshold: float = 0.9
+    # Skipping prompts changes the prompt mix; skip_reweight weighs each drawn prompt's
+    # advantages by 1/p(drawn) so the objective keeps the unskipped mix in expectation.
+    skip_reweight: bool = False
+    # "random": tasks drawn with replacement (env_weights); "epochs": every task of every env
+    # once per epoch, in a shuffled order when shuffle is on (TRL's dataset semantics)
+    order: Literal["random", "epochs"] = "random"
+    shuffle: bool = True
+    max_prompt_length: Optional[int] = None   # tokens; longer prompts are cut or dropped (counted)
+    prompt_overflow: Literal["truncate_left", "drop"] = "truncate_left"
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)   # e.g. {enable_thinking: false}
+    # TRL-style reward functions beside the envs: "module:function" or "path.py:function",
+    # called as f(prompts, completions, **columns); combined with weights (see envs)
+    reward_funcs: list[str] = field(default_factory=list)
+    reward_weights: Optional[list[float]] = None
 
 
 @dataclass(config=_STRICT)
@@ -72,6 +87,8 @@ class RolloutConfig:
     top_k: int = 0
     max_new_tokens: int = 8
     generation_batch_size: int = 64           # sequences per generate call
+    # passed to every backend's sampler: min_p, repetition_penalty, stop (strings), ...
+    generation_kwargs: dict[str, Any] = field(default_factory=dict)
     # Off-policy pipelining, off by default: generate the next batches while learning on this
     # one, at most max_staleness optimizer steps behind (needs a vLLM backend).
     async_generation: bool = False
@@ -123,12 +140,31 @@ class OptimConfig:
     lora_rank: int = 0                        # 0: full fine-tuning
     lora_alpha: int = 16
     max_nonfinite_steps: int = 3              # consecutive NaN/inf losses or grads before the run stops
+    lr_scheduler: Literal["constant", "linear", "cosine"] = "constant"   # after warmup_steps
+    steps_per_generation: int = 1             # optimizer steps per generation batch (TRL's semantics)
+    # A step whose completions are more than this share infra_error (the sandbox or a scorer
+    # failed) is not taken; max_infra_steps such steps in a row stop the run with a checkpoint.
+    max_infra_frac: float = 0.5
+    max_infra_steps: int = 3
 
 
 @dataclass(config=_STRICT)
 class CheckpointConfig:
     save_every: int = 0                       # steps between checkpoints (0: only at the end)
     resume_from: Optional[str] = None         # a checkpoint dir, or "latest" (under output_dir/checkpoints)
+    save_total_limit: Optional[int] = None    # keep only the newest N checkpoints
+
+
+@dataclass(config=_STRICT)
+class EvalConfig:
+    """Held-out evaluation during training, logged as eval_* and plotted beside the train curve."""
+
+    envs: dict[str, dict[str, Any]] = field(default_factory=dict)   # separate eval envs, as data.envs
+    split: float = 0.0                        # or: hold out this share of each train env's questions
+    every: int = 0                            # steps between evaluations (0: none); also before step 1 and at the end
+    max_prompts: Optional[int] = 200          # per env
+    greedy: bool = True                       # greedy pass@1
+    k: list[int] = field(default_factory=list)   # sampled pass@k for each k (at rollout.temperature)
 
 
 @dataclass(config=_STRICT)
@@ -156,6 +192,7 @@ class GRPOConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     log: LogConfig = field(default_factory=LogConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
 
     def __post_init__(self) -> None:
         problems = _problems(self)
@@ -194,7 +231,8 @@ class GRPOConfig:
 
 # ---------------------------------------------------------------- flat keys of earlier versions
 _GROUPS: dict[str, type] = {"data": DataConfig, "rollout": RolloutConfig, "objective": ObjectiveConfig,
-                            "optim": OptimConfig, "checkpoint": CheckpointConfig, "log": LogConfig}
+                            "optim": OptimConfig, "checkpoint": CheckpointConfig, "log": LogConfig,
+                            "eval": EvalConfig}
 _RENAMED = {"rollout_backend": "rollout.backend", "vllm_server_urls": "rollout.vllm.server_urls",
             "vllm_server_args": "rollout.vllm.server_args", "vllm_sleep_level": "rollout.vllm.sleep_level",
             "vllm_gpu_memory_utilization": "rollout.vllm.gpu_memory_utilization"}
@@ -205,13 +243,15 @@ def _flat_keys() -> dict[str, str]:
     out = dict(_RENAMED)
     for group, cls in _GROUPS.items():
         for f in fields(cls):
-            if f.name in ("vllm", "ppo"):
+            if f.name in ("vllm", "ppo") or group == "eval":
                 continue
             out.setdefault(f.name, f"{group}.{f.name}")
     for f in fields(VLLMConfig):
         out.setdefault(f"vllm_{f.name}", f"rollout.vllm.{f.name}")
     for f in fields(PPOConfig):
         out.setdefault(f.name, f"objective.ppo.{f.name}")
+    for f in fields(EvalConfig):   # TRL-style names
+        out.setdefault(f"eval_{f.name}", f"eval.{f.name}")
     return out
 
 
@@ -259,7 +299,9 @@ def _problems(c: GRPOConfig) -> list[str]:
                         ("rollout.max_new_tokens", r.max_new_tokens), ("max_steps", c.max_steps),
                         ("optim.micro_batch_size", c.optim.micro_batch_size),
                         ("objective.num_iterations", o.num_iterations),
-                        ("rollout.generation_batch_size", r.generation_batch_size)):
+                        ("rollout.generation_batch_size", r.generation_batch_size),
+                        ("optim.steps_per_generation", c.optim.steps_per_generation),
+                        ("optim.max_infra_steps", c.optim.max_infra_steps)):
         if value < 1:
             problems.append(f"{name} must be >= 1 (got {value})")
     if r.group_size < 2 and o.algorithm == "grpo":
@@ -272,6 +314,19 @@ def _problems(c: GRPOConfig) -> list[str]:
         problems.append(f"objective.epsilon_low must be in (0, 1) (got {o.epsilon_low})")
     if r.max_staleness < 1 or r.vllm.sync_every < 1:
         problems.append("rollout.max_staleness and rollout.vllm.sync_every must be >= 1")
+    if not 0 < c.optim.max_infra_frac <= 1:
+        problems.append(f"optim.max_infra_frac must be in (0, 1] (got {c.optim.max_infra_frac})")
+    if not 0 <= c.eval.split < 1:
+        problems.append(f"eval.split must be in [0, 1) (got {c.eval.split})")
+    if any(k < 1 for k in c.eval.k):
+        problems.append(f"eval.k: every k must be >= 1 (got {c.eval.k})")
+    if c.checkpoint.save_total_limit is not None and c.checkpoint.save_total_limit < 1:
+        problems.append(f"checkpoint.save_total_limit must be >= 1 or null (got {c.checkpoint.save_total_limit})")
+    if d.max_prompt_length is not None and d.max_prompt_length < 1:
+        problems.append(f"data.max_prompt_length must be >= 1 or null (got {d.max_prompt_length})")
+    if d.reward_weights is not None and len(d.reward_weights) != len(d.reward_funcs):
+        problems.append(f"data.reward_weights has {len(d.reward_weights)} weights for {len(d.reward_funcs)} "
+                        "data.reward_funcs: give one per function, or none (all 1)")
     return problems + _rollout_problems(c)
 
 
@@ -305,5 +360,5 @@ def flat_view(config: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-__all__ = ["CheckpointConfig", "ConfigDeprecationWarning", "DataConfig", "FLAT_KEYS", "GRPOConfig", "LogConfig",
+__all__ = ["CheckpointConfig", "ConfigDeprecationWarning", "DataConfig", "EvalConfig", "FLAT_KEYS", "GRPOConfig", "LogConfig",
            "ObjectiveConfig", "OptimConfig", "PPOConfig", "RolloutConfig", "VLLMConfig", "flat_view", "nest"]
