@@ -31,7 +31,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from concurrent.futures import Future
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Optional, Union
 
@@ -73,8 +73,21 @@ def job_key(job: Job, context: str) -> str:
     doc["_context"] = context
     doc["_rules"] = RULES_VERSION
     doc["_format"] = FORMAT
-    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_plain)
     return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _plain(value: object) -> object:
+    """JSON for Job field values that are not JSON already (a field added later)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    if isinstance(value, bytes):
+        return {"b64": base64.b64encode(value).decode()}
+    if isinstance(value, (set, frozenset)):
+        return sorted(value)
+    # Never a repr: two different values with one repr would share a verdict.
+    raise SandboxError(f"job_key: a Job field holds a {type(value).__name__}, which the verdict cache "
+                       "cannot key; teach sandbox/cache.py:_plain about it")
 
 
 def _result_bytes(result: Result) -> int:
