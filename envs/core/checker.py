@@ -124,7 +124,8 @@ def check_env(env: gym.Env, *, seeds: tuple[int, ...] = (0, 1, 2), rollouts: int
                 verdict = step_info["verdict"]
                 if not verdict.scored:
                     return f"task {info['task'].id}: the reference completion was not judged: {verdict.info}"
-                if not verdict.correct or reward <= 0:
+                # reward functions may score a right answer below 0 (a length penalty): correct decides
+                if not verdict.correct or (verdict.bounded and reward <= 0):
                     return (f"task {info['task'].id}: the reference completion {completion[:80]!r} scored "
                             f"{reward} ({dict(verdict.info)}): the verifier rejects a right answer")
                 if not terminated:
