@@ -17,12 +17,12 @@ from typing import Callable, Iterable, Optional
 
 from .extract import MAX_ANSWER_CHARS, MAX_DEPTH, nesting_depth
 from .normalize import normalize
+from .prose import OPTION_RE
 from .numbers import APPROX_MIN_SIG, Num, numbers_equal, parse_number
 from .structure import (MAX_ITEMS, Shape, drop_approx, enclosing, expand_pm, mcq_gold, mcq_pred,
                         parse_shape, solution_tuples, split_relation, states_value)
 from .surds import Surd, from_num, parse_surd, surds_equal
 
-_OPTION_RE = re.compile(r"\s*\(?([A-J])\)?[.:)]?\s+[A-Z][^\n]*(?:\n.*)?", re.S)
 _TEXT_RE = re.compile(r"[A-Za-z][A-Za-z'\-]{2,}|no|yes", re.IGNORECASE)
 
 
@@ -71,7 +71,7 @@ def prepare(raw: str, *, gold: bool = False) -> Answer:
 def _prepare(raw: str, gold: bool) -> Answer:
     if len(raw) > MAX_ANSWER_CHARS * 4 or nesting_depth(raw) > MAX_DEPTH:
         return Answer(raw, raw[:MAX_ANSWER_CHARS], reason="too_complex")
-    option = _OPTION_RE.fullmatch(raw) if gold else None
+    option = OPTION_RE.fullmatch(raw) if gold else None
     if option is not None:      # "(D) Alina", "C Cecile": a choice and its text
         return Answer(raw, normalize(raw), mcq=option.group(1))
     return _from_norm(raw, drop_approx(normalize(raw)), gold, 0)

@@ -14,7 +14,7 @@ from typing import Optional, Sequence, Union
 
 from .answer import Answer, MatchResult, ParsedGold, _prepare, decide, prepare
 from .extract import gold_text
-from .pool import PoolError, get_pool
+from .pool import get_pool
 
 DEFAULT_TIMEOUT_S = 2.0
 CACHE_SIZE = 65536
@@ -94,8 +94,8 @@ def match_many(preds: Sequence[str], golds: Sequence[Union[str, ParsedGold]],
                 _CACHE.put(key, r)
             for i in pending[key]:
                 results[i] = r
-        if len(raw) != len(keys):
-            raise PoolError(f"the math worker pool answered {len(raw)} of {len(keys)} comparisons")
+        if len(raw) != len(keys):    # zip would shift every later result onto the wrong pair
+            raise RuntimeError(f"the math worker pool answered {len(raw)} of {len(keys)} comparisons")
     # Every pair was either decided inline or sent to the pool: a gap is a bug here,
     # and an unjudged pair must never become a silent 0.
     return [r if r is not None else MatchResult(False, "error", "internal_error:no_result") for r in results]

@@ -39,6 +39,8 @@ _SINGLE_BRACKET_RE = re.compile(r"\[([^\[\],;]*)\]")
 _STATES_RE = re.compile(r"(?:\s(?:is|are|equals|est|sont|ist|sind|es|son|é|è|равно|равен|равна)\s|=|是|为|為|：|:)",
                         re.IGNORECASE)
 _NUMBER_RUN_RE = re.compile(r"[-+]?(?:\\[A-Za-z]+|[\d{}()^_./+\-*]|\s)*\d(?:\\[A-Za-z]+|[\d{}()^_./+\-*]|,\d)*")
+# A multiple-choice option with its text: "(D) Alina", "C Cecile".
+OPTION_RE = re.compile(r"\s*\(?([A-J])\)?[.:)]?\s+[A-Z][^\n]*(?:\n.*)?", re.S)
 _LEAD_CHOICE_RE = re.compile(r"^\s*\(?([A-J])\)?(?:[.:)\]。，,:\s]|(?=[^\x00-\x7f])|$)")
 _CHOICE_RE = re.compile(r"(?<![A-Za-z'])\(?([A-J])\)?(?![A-Za-z'])")
 
@@ -113,6 +115,8 @@ def statement_value(statement: str) -> Optional[str]:
     whole = bare(s)
     if whole is not None:
         return whole
+    if OPTION_RE.fullmatch(s):
+        return s
     states = list(_STATES_RE.finditer(s))
     for m in reversed(states):
         rest = bare(_FOREIGN_TAIL_RE.sub("", s[m.end():].strip().rstrip(".")))

@@ -69,6 +69,8 @@ class MathVerifier(Verifier):
                 for i in todo:
                     verdicts[i] = Verdict.infra(str(exc), extracted=extractions[i].answer)
             else:
+                if len(results) != len(todo):
+                    raise RuntimeError(f"MathVerifier: {len(results)} results for {len(todo)} comparisons")
                 for i, r in zip(todo, results):
                     verdicts[i] = _verdict(r, extractions[i])
         return all_verdicts(verdicts, "MathVerifier.verify_batch")
