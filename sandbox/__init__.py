@@ -10,11 +10,12 @@ from .cache import CacheStats, VerdictCache
 from .breaker import HostHealth
 from .errors import (BadJob, EngineUnavailable, HostDown, ImageBuildError, InfraError, NoHostAvailable,
                      SandboxError)
+from .hosts import TLSConfig
 from .sandbox import Sandbox
 from .types import LANGUAGES, STATUSES, CaseResult, Job, Limits, Result
 
 __all__ = [
-    "Sandbox", "Job", "Limits", "Result", "CaseResult", "LANGUAGES", "STATUSES", "VerdictCache", "CacheStats",
+    "Sandbox", "TLSConfig", "Job", "Limits", "Result", "CaseResult", "LANGUAGES", "STATUSES", "VerdictCache", "CacheStats",
     "SandboxError", "InfraError", "EngineUnavailable", "ImageBuildError", "BadJob",
     "NoHostAvailable", "HostDown", "HostHealth",
 ]

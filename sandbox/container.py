@@ -30,6 +30,7 @@ class ContainerSpec:
     disk_mb: int
     cpus: float = 1.0
     runtime: Optional[str] = None   # another OCI runtime (runsc, kata) for a stronger boundary
+    gvisor: bool = False            # `runtime` is gVisor's runsc (the engine said so)
 
     def host_config(self, api: docker.APIClient) -> dict:
         # The job's memory budget, plus room for the server and for the tmpfs pages
@@ -45,17 +46,34 @@ class ContainerSpec:
             shm_size=4 << 20,
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
-            pids_limit=self.pids + 1,            # + the server itself
+            pids_limit=self._host_pids(),
             mem_limit=mem,
             memswap_limit=mem,                   # no swap: memory is memory
             nano_cpus=int(self.cpus * 1e9),
-            ulimits=[docker.types.Ulimit(name="nofile", soft=256, hard=256),
-                     docker.types.Ulimit(name="core", soft=0, hard=0)],
+            ulimits=self._ulimits(),
             log_config=docker.types.LogConfig(type="none"),   # outputs travel on the socket, not to disk
             ipc_mode="private",
             init=False,                          # the server is PID 1: it reaps, and cannot be killed from inside
             runtime=self.runtime,
         )
+
+    def _host_pids(self) -> int:
+        if not self.gvisor:
+            return self.pids + 1                 # + the server itself
+        # Under gVisor the host cgroup counts the sandbox kernel's own threads (38 idle,
+        # about 5 per guest process, measured): a limit of `pids` there kills the
+        # sandbox kernel itself. It stays as a backstop; RLIMIT_NPROC (below) is the
+        # job's limit, counted by gVisor's kernel for this sandbox alone.
+        return 256 + 16 * (self.pids + 1)
+
+    def _ulimits(self) -> list:
+        limits = [docker.types.Ulimit(name="nofile", soft=256, hard=256),
+                  docker.types.Ulimit(name="core", soft=0, hard=0)]
+        if self.gvisor:
+            # Under runc RLIMIT_NPROC would count every process of uid 1000 on the host
+            # (other containers too); gVisor counts only this sandbox's.
+            limits.append(docker.types.Ulimit(name="nproc", soft=self.pids + 1, hard=self.pids + 1))
+        return limits
 
 
 class WarmContainer:

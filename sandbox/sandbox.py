@@ -17,9 +17,10 @@ from typing import Callable, Iterable, Iterator, Optional, Sequence, Sized
 from . import images
 from .cache import Claim, VerdictCache, job_key
 from .container import ContainerSpec
-from .engine import connect
+from .engine import check_runtime, connect
 from .breaker import Breaker, HostHealth, down_warning, refusal, startup_failure, up_warning
 from .errors import HostDown, InfraError, NoHostAvailable, SandboxError
+from .hosts import TLSArg
 from .pool import HostPool
 from .types import Job, Limits, Result, infra_result
 from .verdict import build_result
@@ -45,8 +46,11 @@ class Sandbox:
     >>> with Sandbox() as sb:
     ...     r = sb.run(Job(language="python", code="print(1)"))
 
-    ``hosts``: Docker engine URLs (``unix://…``, ``tcp://host:2375``); default: the
-    local engine (``DOCKER_HOST`` or the default socket). ``slots``: jobs at once per
+    ``hosts``: Docker engine URLs (``unix://…``, ``ssh://user@host``, ``tcp://host:2376``
+    with TLS); default: the local engine (``DOCKER_HOST`` or the default socket).
+    ``tls``: a `TLSConfig` for every TCP host, or a mapping host -> `TLSConfig`
+    (default: ``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH``). A plain-TCP host is root for
+    anyone who reaches it: refused unless ``insecure_tcp=True``. ``slots``: jobs at once per
     host (default: the local CPU count; for remote hosts, the engine's CPU count).
     ``retries``: extra attempts, each on a fresh container, after an infrastructure
     error; only then is ``infra_error`` reported. ``auto_build``: build missing
@@ -66,6 +70,7 @@ class Sandbox:
                  retries: int = 2, cpus_per_job: float = 1.0, spare: int = 1,
                  max_jobs_per_container: int = 1000, auto_build: bool = False,
                  runtime: Optional[str] = None, cache: Optional[VerdictCache] = None,
+                 tls: TLSArg = None, insecure_tcp: bool = False,
                  startup_check: Sequence[str] = ("python",), down_after: int = 3,
                  probe_after_s: float = 5.0) -> None:
         self.retries = retries
@@ -84,11 +89,13 @@ class Sandbox:
         self._checking = True        # the start-up check reports once, at its end
         self._waiting = 0            # jobs waiting for a slot (guarded by _cond)
         self._probe_language = startup_check[0] if startup_check else "python"
+        self._gvisor: dict[str, bool] = {}   # host -> whether `runtime` is gVisor there
         targets: list[Optional[str]] = list(hosts) if hosts else [None]
         try:
             for host in targets:
-                client = connect(host)
+                client = connect(host, tls=tls, insecure_tcp=insecure_tcp)
                 name = host or client.api.base_url
+                self._gvisor[name] = check_runtime(client, runtime, name)
                 n = slots or (default_slots() if host is None else int(client.info().get("NCPU", 1)))
                 breaker = Breaker(name, self._cond, down_after=down_after, probe_after_s=probe_after_s,
                                   runtime=runtime, on_change=self._host_changed)
@@ -265,7 +272,8 @@ class Sandbox:
             self._image_refs[key] = ref
         lim = job.effective_limits
         return ContainerSpec(image=ref, memory_mb=lim.memory_mb, pids=lim.pids, disk_mb=lim.disk_mb,
-                             cpus=self.cpus_per_job, runtime=self.runtime)
+                             cpus=self.cpus_per_job, runtime=self.runtime,
+                             gvisor=self._gvisor.get(pool.host, False))
 
     def _take_slot(self, avoid: Optional[HostPool]) -> Optional[HostPool]:
         """A slot on a host that is up; None at once when none is up and none is being probed."""

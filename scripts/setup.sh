@@ -35,6 +35,44 @@ say "docker engine: $(docker version --format '{{.Server.Version}}')"
 # Sandbox containers left stopped by an engine restart (a killed run) only take disk.
 docker container prune -f --filter label=proctor.sandbox=1 >/dev/null
 
+# 2b. gVisor, opt-in (PROCTOR_RUNTIME=runsc): Debian's runsc, registered with dockerd as
+#     runtime "runsc". --network=none is required: the sandbox's containers have no
+#     network, and runsc's own network stack refuses Docker's empty namespace ("cannot
+#     run with network enabled in root network namespace"). PROCTOR_RUNSC_PLATFORM
+#     (ptrace, kvm, systrap where the runsc has it) picks the platform; default: runsc's.
+#     dockerd re-reads "runtimes" on SIGHUP, so running containers are not disturbed.
+if [ "${PROCTOR_RUNTIME:-runc}" = runsc ]; then
+  if ! command -v runsc >/dev/null 2>&1; then
+    say "installing runsc (gVisor, apt-get)"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends runsc >/dev/null
+  fi
+  runsc_path="$(command -v runsc)"
+  say "registering $runsc_path ($(runsc --version | head -1)) with dockerd as runtime runsc"
+  $SUDO mkdir -p /etc/docker
+  $SUDO python3 - "$runsc_path" "${PROCTOR_RUNSC_PLATFORM:-}" <<'PY'
+import json, os, sys
+path, platform = sys.argv[1], sys.argv[2]
+conf_file = "/etc/docker/daemon.json"
+conf = json.load(open(conf_file)) if os.path.exists(conf_file) and os.path.getsize(conf_file) else {}
+args = ["--network=none"] + ([f"--platform={platform}"] if platform else [])
+conf.setdefault("runtimes", {})["runsc"] = {"path": path, "runtimeArgs": args}
+tmp = conf_file + ".proctor-tmp"
+with open(tmp, "w") as fh:
+    json.dump(conf, fh, indent=2)
+os.replace(tmp, conf_file)
+PY
+  pid="$(cat /var/run/docker.pid 2>/dev/null || pidof dockerd || true)"
+  [ -n "$pid" ] || { say "no dockerd pid to reload (/var/run/docker.pid); restart dockerd yourself"; exit 1; }
+  $SUDO kill -HUP "$pid"
+  for _ in $(seq 1 40); do
+    docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"' && break
+    sleep 0.25
+  done
+  docker info --format '{{json .Runtimes}}' | grep -q '"runsc"' \
+    || { say "dockerd did not pick up the runsc runtime; see /var/log/proctor-dockerd.log"; exit 1; }
+fi
+
 # 3. Python: a venv in .venv; torch's CPU build first (an unpinned torch pulls GBs of CUDA wheels).
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
@@ -66,4 +104,19 @@ fi
 
 # 4. Sandbox images: built from local apt sources; a no-op when inputs are unchanged.
 .venv/bin/proctor images build
+
+# 4b. With gVisor opted in: one real sandbox job under it, so a kernel that refuses
+#     runsc says so here, with its error, instead of in the first training step.
+if [ "${PROCTOR_RUNTIME:-runc}" = runsc ]; then
+  probe="$(mktemp --suffix=.py)"
+  printf 'import platform\nprint("gVisor kernel", platform.release())\n' > "$probe"
+  if .venv/bin/proctor sandbox run --runtime runsc "$probe" >/tmp/proctor-runsc-check.log 2>&1; then
+    say "gVisor works: $(grep -o 'gVisor kernel [^ ]*' /tmp/proctor-runsc-check.log | head -1)"
+  else
+    say "gVisor is registered but a sandbox job failed under it (see /tmp/proctor-runsc-check.log):"
+    tail -5 /tmp/proctor-runsc-check.log >&2
+    rm -f "$probe"; exit 1
+  fi
+  rm -f "$probe"
+fi
 say "ready"

@@ -93,9 +93,9 @@ def test_unknown_image_name_is_rejected() -> None:
 
 def test_unreachable_engine_says_how_to_fix() -> None:
     with pytest.raises(EngineUnavailable) as info:
-        connect("tcp://127.0.0.1:1")
+        connect("unix:///nonexistent/proctor-docker.sock")
     assert isinstance(info.value, SandboxError)
-    assert "tcp://127.0.0.1:1" in str(info.value) and "scripts/setup.sh" in str(info.value)
+    assert "/nonexistent/proctor-docker.sock" in str(info.value) and "scripts/setup.sh" in str(info.value)
 
 
 # ---------------------------------------------------------------- real engine

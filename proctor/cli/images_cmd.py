@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -12,10 +13,26 @@ from rich.table import Table
 from proctor.sandbox import images as img
 from proctor.sandbox.engine import connect
 from proctor.sandbox.errors import SandboxError
+from proctor.sandbox.hosts import TLSConfig
 
 app = typer.Typer(help="Build, list and prune the sandbox images (proctor/python, proctor/cpp).", no_args_is_help=True)
 console = Console()
 err = Console(stderr=True)
+
+
+HostOpt = Annotated[Optional[str], typer.Option(
+    "--host", help="Docker engine URL: unix://, ssh://user@host, tcp://host:2376 (TLS); "
+                   "default: DOCKER_HOST or the local socket.")]
+CertOpt = Annotated[Optional[Path], typer.Option(
+    "--cert-path", help="TLS client certificates (ca.pem, cert.pem, key.pem) for a tcp:// host; "
+                        "default: DOCKER_CERT_PATH when DOCKER_TLS_VERIFY=1.")]
+InsecureOpt = Annotated[bool, typer.Option(
+    "--insecure-tcp", help="Allow a plain-TCP engine (root for anyone who reaches the port).")]
+
+
+def _connect(host: Optional[str], cert_path: Optional[Path], insecure_tcp: bool):
+    tls = TLSConfig.from_dir(cert_path) if cert_path else None
+    return connect(host, tls=tls, insecure_tcp=insecure_tcp)
 
 
 def _fail(exc: Exception) -> typer.Exit:
@@ -30,14 +47,16 @@ def build(
         typer.Option("--name", "-n", help=f"Image to build ({'|'.join(img.IMAGE_NAMES)}); repeatable. Default: all."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild even when the current tag exists (no layer cache).")] = False,
-    host: Annotated[Optional[str], typer.Option("--host", help="Docker engine URL; default: DOCKER_HOST or the local socket.")] = None,
+    host: HostOpt = None,
+    cert_path: CertOpt = None,
+    insecure_tcp: InsecureOpt = False,
 ) -> None:
     """Build the images whose input hash has no tag yet; unchanged inputs cost nothing."""
     for n in name or []:
         if n not in img.IMAGE_NAMES:
             raise typer.BadParameter(f"unknown image {n!r}; choose from {', '.join(img.IMAGE_NAMES)}", param_hint="--name")
     try:
-        client = connect(host)
+        client = _connect(host, cert_path, insecure_tcp)
         results = img.ensure_images(
             client, names=name or None, force=force,
             # Build logs contain brackets ("[1/2]"); escape them so rich does not read markup.
@@ -55,11 +74,13 @@ def build(
 
 @app.command("list")
 def list_images(
-    host: Annotated[Optional[str], typer.Option("--host", help="Docker engine URL; default: DOCKER_HOST or the local socket.")] = None,
+    host: HostOpt = None,
+    cert_path: CertOpt = None,
+    insecure_tcp: InsecureOpt = False,
 ) -> None:
     """Show each image's current ref, whether it is built, and stale tags left by older inputs."""
     try:
-        statuses = img.image_status(connect(host))
+        statuses = img.image_status(_connect(host, cert_path, insecure_tcp))
     except SandboxError as exc:
         raise _fail(exc) from exc
     table = Table(title="sandbox images")
@@ -73,11 +94,13 @@ def list_images(
 
 @app.command("prune")
 def prune(
-    host: Annotated[Optional[str], typer.Option("--host", help="Docker engine URL; default: DOCKER_HOST or the local socket.")] = None,
+    host: HostOpt = None,
+    cert_path: CertOpt = None,
+    insecure_tcp: InsecureOpt = False,
 ) -> None:
     """Remove proctor/* tags (images and base) that the current inputs no longer hash to."""
     try:
-        removed, kept = img.prune_images(connect(host))
+        removed, kept = img.prune_images(_connect(host, cert_path, insecure_tcp))
     except SandboxError as exc:
         raise _fail(exc) from exc
     for tag in removed:

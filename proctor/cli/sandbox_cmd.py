@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from proctor.sandbox import Job, Limits, Result, Sandbox, SandboxError
+from proctor.sandbox import Job, Limits, Result, Sandbox, SandboxError, TLSConfig
 
 app = typer.Typer(help="Run untrusted programs in the Docker sandbox.", no_args_is_help=True)
 console = Console()
@@ -57,6 +57,23 @@ def _load_cases(path: Path) -> list[tuple[str, str]]:
     return cases
 
 
+HostOpt = Annotated[Optional[list[str]], typer.Option(
+    "--host", help="Docker engine URL(s): unix://, ssh://user@host, tcp://host:2376 (TLS); default: the local engine.")]
+RuntimeOpt = Annotated[Optional[str], typer.Option(
+    "--runtime", help="OCI runtime for the sandbox containers, e.g. runsc (gVisor); default: the engine's.")]
+CertOpt = Annotated[Optional[Path], typer.Option(
+    "--cert-path", help="TLS client certificates (ca.pem, cert.pem, key.pem) for tcp:// hosts; "
+                        "default: DOCKER_CERT_PATH when DOCKER_TLS_VERIFY=1.")]
+InsecureOpt = Annotated[bool, typer.Option(
+    "--insecure-tcp", help="Allow plain-TCP engines (root for anyone who reaches the port).")]
+
+
+def _sandbox(host: Optional[list[str]], runtime: Optional[str], cert_path: Optional[Path],
+             insecure_tcp: bool) -> Sandbox:
+    tls = TLSConfig.from_dir(cert_path) if cert_path else None
+    return Sandbox(hosts=host, auto_build=True, runtime=runtime, tls=tls, insecure_tcp=insecure_tcp)
+
+
 def _result_dict(r: Result) -> dict:
     d = asdict(r)
     d["cases"] = [asdict(c) for c in r.cases]
@@ -73,7 +90,10 @@ def run(
     cpu_s: Annotated[float, typer.Option(help="CPU-time limit per run (whole process tree), seconds.")] = Limits.cpu_s,
     memory_mb: Annotated[int, typer.Option(help="Memory limit, MiB.")] = Limits.memory_mb,
     as_json: Annotated[bool, typer.Option("--json", help="Print the Result as JSON.")] = False,
-    host: Annotated[Optional[list[str]], typer.Option("--host", help="Docker engine URL(s); default: the local engine.")] = None,
+    host: HostOpt = None,
+    runtime: RuntimeOpt = None,
+    cert_path: CertOpt = None,
+    insecure_tcp: InsecureOpt = False,
 ) -> None:
     """Run one program (and its tests or cases) in the sandbox; exit code 0 only if it passed."""
     lang = language or _EXT_LANGUAGE.get(file.suffix)
@@ -84,7 +104,7 @@ def run(
                   tests=_read(tests, "tests file") if tests else None,
                   cases=_load_cases(cases) if cases else None,
                   limits=Limits(wall_s=wall_s, cpu_s=cpu_s, memory_mb=memory_mb))
-        with Sandbox(hosts=host, auto_build=True) as sb:
+        with _sandbox(host, runtime, cert_path, insecure_tcp) as sb:
             result = sb.run(job)
     except SandboxError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
@@ -115,13 +135,16 @@ def _print_result(name: str, r: Result) -> None:
 
 @app.command("demo")
 def demo(
-    host: Annotated[Optional[list[str]], typer.Option("--host", help="Docker engine URL(s); default: the local engine.")] = None,
+    host: HostOpt = None,
+    runtime: RuntimeOpt = None,
+    cert_path: CertOpt = None,
+    insecure_tcp: InsecureOpt = False,
 ) -> None:
     """Run a sample batch: right and wrong answers, reward hacks and attacks, side by side."""
     from proctor.cli.sandbox_demo import DEMO_JOBS
 
     try:
-        with Sandbox(hosts=host, auto_build=True) as sb:
+        with _sandbox(host, runtime, cert_path, insecure_tcp) as sb:
             console.print(f"warming {sb.slots} sandbox container(s)...")
             sb.warmup(["python", "cpp"])
             t0 = time.monotonic()

@@ -374,9 +374,10 @@ def serve_one(infd: int, outfd: int, zygote: Zygote) -> bool:
 
 def main() -> None:
     set_dumpable(0)   # jobs share our uid: keep them out of /proc/1/mem and ptrace
-    # The kernel drops signals to a namespace's init unless init handles them, and
-    # Python handles SIGINT: stop that, so a job cannot signal us down.
-    for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+    # Linux drops signals to a namespace's init unless init handles them, and Python
+    # handles SIGINT; gVisor delivers them. So every signal that would stop or end us
+    # is ignored here (each child restores the default), and a job cannot signal us down.
+    for sig in pyrunner.PID1_IGNORED:
         signal.signal(sig, signal.SIG_IGN)
     infd, outfd = 0, os.dup(1)
     os.dup2(2, 1)   # stray prints go to stderr, never into the protocol

@@ -29,6 +29,14 @@ import types
 
 from hygiene import WORK, set_dumpable, set_limit
 
+# Signals whose default action stops or ends a process and that can be caught: PID 1
+# (the fork server) ignores each, every child restores the default. Not 32/33, which
+# glibc keeps for itself (thread cancellation, setxid).
+PID1_IGNORED = tuple(sig for sig in signal.valid_signals()
+                     if (sig < 32 or sig >= signal.SIGRTMIN)
+                     and sig not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD, signal.SIGCONT,
+                                     signal.SIGWINCH, signal.SIGURG))
+
 # Imported once here, so a program's `from typing import List` costs nothing in a
 # forked child. Safe to share: random re-seeds itself in every forked child.
 WARM_MODULES = ("typing", "math", "cmath", "collections", "itertools", "functools", "re", "string", "heapq",
@@ -127,8 +135,7 @@ def child_setup(limits: dict, stdin_path: str | None, out_w: int, err_w: int, ke
                 cpu_s: float) -> None:
     """In a fresh child, before any program code: this process tree's own limits and fds."""
     os.setsid()
-    for sig in (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP,
-                signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT):
+    for sig in (*PID1_IGNORED, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
     wanted = {0: os.open(stdin_path or "/dev/null", os.O_RDONLY), 1: out_w, 2: err_w, **keep}
     # Park every source above the targets first, so no dup2 clobbers a source not yet placed.
