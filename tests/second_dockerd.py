@@ -146,7 +146,14 @@ def _cleanup_dir(d: Path) -> None:
         mounts = [line.split()[1] for line in fh if line.split()[1].startswith(str(d))]
     for mount in sorted(mounts, key=len, reverse=True):
         subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
-    shutil.rmtree(d, ignore_errors=True)
+    # Deleting the image layers takes ~25 s on a busy disk: move them aside at once, delete in the background.
+    trash = d.with_name(d.name + ".trash")
+    try:
+        d.rename(trash)
+    except OSError:
+        trash = d
+    subprocess.Popen(["rm", "-rf", str(trash)], start_new_session=True,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _reap_stale() -> None:
@@ -155,6 +162,8 @@ def _reap_stale() -> None:
     Only where the process that made the dir is gone: another test run's engine is left alone.
     """
     for d in Path("/tmp").glob(PREFIX + "*"):
+        if d.name.endswith(".trash"):
+            continue   # being deleted already
         try:
             owner = int((d / "owner").read_text().strip())
         except (OSError, ValueError):
