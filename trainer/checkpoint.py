@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import shutil
 from pathlib import Path
 from typing import Any, Optional
 
@@ -35,6 +36,20 @@ def latest_checkpoint(output_dir: str | Path) -> Optional[Path]:
     steps = [(int(m.group(1)), p) for p in root.iterdir() if (m := _STEP_DIR.match(p.name)) and
              (p / STATE_FILE).exists()]
     return max(steps)[1] if steps else None
+
+
+def prune(output_dir: str | Path, keep: Optional[int]) -> list[Path]:
+    """Remove all but the newest ``keep`` complete checkpoints (none when ``keep`` is None);
+    returns what was removed. Incomplete ones (no rank-0 state) are left for a person to see."""
+    if keep is None:
+        return []
+    root = Path(output_dir) / "checkpoints"
+    done = sorted((int(m.group(1)), p) for p in root.iterdir()
+                  if (m := _STEP_DIR.match(p.name)) and (p / STATE_FILE).exists()) if root.is_dir() else []
+    removed = [p for _, p in done[:-keep]] if len(done) > keep else []
+    for p in removed:
+        shutil.rmtree(p)
+    return removed
 
 
 def save(path: str | Path, state: dict[str, Any], rank: int = 0) -> Path:

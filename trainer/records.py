@@ -11,6 +11,7 @@ A leaf module: it imports no other trainer module, so every phase can depend on 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -114,6 +115,11 @@ class LearnStats:
     grad_norm: float = 0.0
     skipped_nonfinite: int = 0
     learned_rows: int = 0
+
+    @classmethod
+    def not_taken(cls) -> "LearnStats":
+        """A step whose update was not run (too many completions not judged)."""
+        return cls(loss=math.nan, grad_norm=math.nan)
 
     def as_dict(self) -> dict[str, float]:
         return {**self.values, "loss": self.loss, "grad_norm": self.grad_norm,

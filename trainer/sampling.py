@@ -133,6 +133,31 @@ class RolloutRunner:
         self.scorer.shutdown(wait=True)
 
 
+class InfraGuard:
+    """Steps whose completions could mostly not be judged are not taken.
+
+    When more than ``max_frac`` of a step's completions are ``infra_error`` (the sandbox or
+    a scorer failed), an update on the rest would train on whatever the machinery happened
+    to judge; the step is skipped instead, and ``streak`` such steps in a row stop the run."""
+
+    def __init__(self, max_frac: float, warn: Callable[[str], None]) -> None:
+        self.max_frac = max_frac
+        self.warn = warn
+        self.streak = 0
+
+    def blocks(self, scored: Scored, step: int) -> bool:
+        failed = [v for v in scored.verdicts if not v.scored]
+        frac = len(failed) / max(1, len(scored.verdicts))
+        if frac <= self.max_frac:
+            self.streak = 0
+            return False
+        self.streak += 1
+        first = failed[0].info.get("error", "no error recorded")
+        self.warn(f"step {step}: {len(failed)} of {len(scored.verdicts)} completions could not be judged "
+                  f"(infra_error, e.g. {str(first)[:200]!r}); update skipped ({self.streak} in a row)")
+        return True
+
+
 def groups_with_signal(scored: Scored, group_size: int) -> list[bool]:
     """Per group: at least two judged completions whose rewards differ."""
     keep = []
@@ -142,4 +167,4 @@ def groups_with_signal(scored: Scored, group_size: int) -> list[bool]:
     return keep
 
 
-__all__ = ["PromptDrawer", "RolloutRunner", "groups_with_signal"]
+__all__ = ["InfraGuard", "PromptDrawer", "RolloutRunner", "groups_with_signal"]

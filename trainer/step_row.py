@@ -31,6 +31,7 @@ def step_row(v: StepValues) -> dict[str, Any]:
         "loss": v.learn["loss"],
         "grad_norm": v.learn["grad_norm"],
         "skipped_nonfinite": v.learn["skipped_nonfinite"],
+        "skipped_infra": v.learn.get("skipped_infra", 0),
         **{k: v.learn[k] for k in LEARN_KEYS if k in v.learn},
         "learned_rows": v.learn["learned_rows"],
         "lr": v.lr,
