@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Optional
 
 import proctor.envs  # noqa: F401 - registers the built-in envs
-from proctor.envs import EnvSuite, VerifiableEnv
-from proctor.envs.loader import EnvLoadError, make_env
+from proctor.envs import EnvSuite, ListSource, VerifiableEnv
+from proctor.envs.loader import EnvLoadError, make_env, make_eval_env
 
 from .config import GRPOConfig
 from .grpo import GRPOTrainer
@@ -14,21 +14,50 @@ from .ppo import PPOTrainer, ValueModel
 
 
 def build_suite(cfg: GRPOConfig) -> EnvSuite:
-    envs: dict[str, VerifiableEnv] = {}
-    for name, spec in cfg.data.envs.items():
-        if not isinstance(spec, dict) or "id" not in spec:
-            raise ValueError(f"config data.envs.{name}: needs an 'id' (e.g. proctor/Math-v0) and optional 'kwargs'")
-        kwargs = dict(spec.get("kwargs") or {})
-        if cfg.data.system_prompt is not None:
-            kwargs.setdefault("system_prompt", cfg.data.system_prompt)
-        try:
-            env = make_env(spec["id"], **kwargs)
-        except EnvLoadError as exc:
-            raise ValueError(f"config data.envs.{name}: {exc}") from None
-        if not isinstance(env, VerifiableEnv):
-            raise ValueError(f"config data.envs.{name}: {spec['id']} is not a proctor VerifiableEnv")
-        envs[name] = env
+    """The train envs; with ``eval.split`` each draws only its train partition."""
+    split = {"partition": "train", "eval_fraction": cfg.eval.split} if cfg.eval.split > 0 else {}
+    envs = {name: _load_env(f"data.envs.{name}", spec, cfg.data.system_prompt, make_env, split)
+            for name, spec in cfg.data.envs.items()}
     return EnvSuite(envs, cfg.data.env_weights)
+
+
+def build_eval_suite(cfg: GRPOConfig) -> Optional[EnvSuite]:
+    """The eval envs (None when ``eval.every`` is 0): ``eval.envs``, or each train env's held-out
+    partition (``eval.split``); at most ``eval.max_prompts`` questions per env."""
+    e = cfg.eval
+    if e.every == 0:
+        return None
+    if e.envs:
+        envs = {name: _limited(_load_env(f"eval.envs.{name}", spec, cfg.data.system_prompt, make_env, {}),
+                               e.max_prompts) for name, spec in e.envs.items()}
+    else:
+        held_out = {"eval_fraction": e.split, "limit": e.max_prompts}
+        envs = {name: _load_env(f"data.envs.{name} (its eval.split partition)", spec, cfg.data.system_prompt,
+                                make_eval_env, held_out) for name, spec in cfg.data.envs.items()}
+    return EnvSuite(envs)
+
+
+def _load_env(where: str, spec: Any, system_prompt: Optional[str], make: Callable[..., Any],
+              extra: dict[str, Any]) -> VerifiableEnv:
+    if not isinstance(spec, dict) or "id" not in spec:
+        raise ValueError(f"config {where}: needs an 'id' (e.g. proctor/Math-v0) and optional 'kwargs'")
+    kwargs = dict(spec.get("kwargs") or {})
+    if system_prompt is not None:
+        kwargs.setdefault("system_prompt", system_prompt)
+    try:
+        env = make(spec["id"], **extra, **kwargs)
+    except EnvLoadError as exc:
+        raise ValueError(f"config {where}: {exc}") from None
+    if not isinstance(env, VerifiableEnv):
+        raise ValueError(f"config {where}: {spec['id']} is not a proctor VerifiableEnv")
+    return env
+
+
+def _limited(env: VerifiableEnv, limit: Optional[int]) -> VerifiableEnv:
+    """The env over its first ``limit`` tasks: the eval set is fixed, not drawn."""
+    if limit is not None and limit < len(env.source):
+        env.source = ListSource([env.source[i] for i in range(limit)], name=f"{env.source.name}[:{limit}]")
+    return env
 
 
 def resolve_model_path(model: str) -> str:
@@ -56,5 +85,6 @@ def load_model(cfg: GRPOConfig) -> tuple[Any, Any]:
 def build_trainer(cfg: GRPOConfig) -> "GRPOTrainer | PPOTrainer":
     model, tokenizer = load_model(cfg)
     if cfg.objective.algorithm == "ppo":
-        return PPOTrainer(cfg, build_suite(cfg), model, tokenizer, ValueModel.from_pretrained(model.name_or_path))
-    return GRPOTrainer(cfg, build_suite(cfg), model, tokenizer)
+        return PPOTrainer(cfg, build_suite(cfg), model, tokenizer, ValueModel.from_pretrained(model.name_or_path),
+                          eval_suite=build_eval_suite(cfg))
+    return GRPOTrainer(cfg, build_suite(cfg), model, tokenizer, eval_suite=build_eval_suite(cfg))

@@ -316,10 +316,6 @@ def _problems(c: GRPOConfig) -> list[str]:
         problems.append("rollout.max_staleness and rollout.vllm.sync_every must be >= 1")
     if not 0 < c.optim.max_infra_frac <= 1:
         problems.append(f"optim.max_infra_frac must be in (0, 1] (got {c.optim.max_infra_frac})")
-    if not 0 <= c.eval.split < 1:
-        problems.append(f"eval.split must be in [0, 1) (got {c.eval.split})")
-    if any(k < 1 for k in c.eval.k):
-        problems.append(f"eval.k: every k must be >= 1 (got {c.eval.k})")
     if c.checkpoint.save_total_limit is not None and c.checkpoint.save_total_limit < 1:
         problems.append(f"checkpoint.save_total_limit must be >= 1 or null (got {c.checkpoint.save_total_limit})")
     if d.max_prompt_length is not None and d.max_prompt_length < 1:
@@ -327,7 +323,29 @@ def _problems(c: GRPOConfig) -> list[str]:
     if d.reward_weights is not None and len(d.reward_weights) != len(d.reward_funcs):
         problems.append(f"data.reward_weights has {len(d.reward_weights)} weights for {len(d.reward_funcs)} "
                         "data.reward_funcs: give one per function, or none (all 1)")
-    return problems + _rollout_problems(c)
+    return problems + _rollout_problems(c) + _eval_problems(c.eval)
+
+
+def _eval_problems(e: EvalConfig) -> list[str]:
+    problems = []
+    if not 0 <= e.split < 1:
+        problems.append(f"eval.split must be in [0, 1) (got {e.split})")
+    if any(k < 1 for k in e.k):
+        problems.append(f"eval.k: every k must be >= 1 (got {e.k})")
+    if e.every < 0:
+        problems.append(f"eval.every must be >= 0 (0: no evaluation) (got {e.every})")
+    if e.max_prompts is not None and e.max_prompts < 1:
+        problems.append(f"eval.max_prompts must be >= 1 or null (every eval question) (got {e.max_prompts})")
+    if e.envs and e.split > 0:
+        problems.append("eval.envs and eval.split are both given: evaluate on separate envs (eval.envs) or on a "
+                        "held-out share of each train env (eval.split), not both")
+    if e.every > 0 and not e.envs and e.split == 0:
+        problems.append(f"eval.every is {e.every} but there is nothing to evaluate on: give eval.envs (as data.envs) "
+                        "or eval.split (e.g. 0.1, a held-out share of each train env)")
+    if e.every > 0 and not e.greedy and not e.k:
+        problems.append("eval.every is set but eval.greedy is false and eval.k is empty: measure greedy pass@1, "
+                        "sampled pass@k (e.g. eval.k: [4]), or both")
+    return problems
 
 
 def _rollout_problems(c: GRPOConfig) -> list[str]:

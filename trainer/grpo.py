@@ -49,9 +49,10 @@ def is_mode(rollout: RolloutConfig) -> Optional[str]:
 
 
 class GRPOTrainer:
-    def __init__(self, config: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any) -> None:
+    def __init__(self, config: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
+                 eval_suite: Optional[EnvSuite] = None) -> None:
         self.cfg, self.suite, self.tokenizer = config, suite, tokenizer
-        self.parts = p = build_parts(config, suite, model, tokenizer)
+        self.parts = p = build_parts(config, suite, model, tokenizer, eval_suite)
         self.accelerator, self.generator, self.ref_model = p.accelerator, p.generator, p.ref_model
         self.model, self.optimizer, self.scheduler = p.policy.model, p.policy.optimizer, p.policy.scheduler
         self.learner = Learner(p.accelerator, [p.policy], micro_batch_size=config.optim.micro_batch_size,
@@ -226,6 +227,13 @@ class GRPOTrainer:
 
     def save_model(self, path: Path) -> None:
         save_model(self.parts, self.tokenizer, path)
+
+    def evaluate(self) -> dict[str, float]:
+        """The eval_* values under the current weights ({} when eval.every is 0); async: on the engine's thread,
+        after the batches queued before it."""
+        if self.parts.evaluate is None:
+            return {}
+        return self.pipeline.run(self.parts.evaluate) if self.pipeline is not None else self.parts.evaluate()
 
     def train(self) -> list[dict[str, Any]]:
         try:

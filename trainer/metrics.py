@@ -30,6 +30,16 @@ def peak_memory_bytes() -> tuple[str, int]:
 METRICS_FILE = "metrics.jsonl"
 
 
+def train_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of training steps (an evaluation before step 1 has a row of eval_* values only)."""
+    return [r for r in rows if "reward_mean" in r]
+
+
+def eval_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows that carry an evaluation (``eval_*`` keys; see ``proctor.trainer.evaluation``)."""
+    return [r for r in rows if "eval_prompts" in r]
+
+
 def read_metrics(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The rows of ``RUN_DIR/metrics.jsonl`` (none if the file is absent); a bad line names
     the file and line."""
@@ -89,22 +99,44 @@ class MetricsLog:
         self.console.print("  ".join(parts), highlight=False)
 
     def print_summary(self) -> None:
-        """First and last tenth of the run, averaged: single steps are too noisy to compare."""
-        n = max(1, len(self.rows) // 10)
-        table = Table(title=f"run summary ({len(self.rows)} steps): {self.dir}")
+        """First and last tenth of the run, averaged (single steps are too noisy to compare);
+        then the first and last evaluation, when there were any."""
+        rows = train_rows(self.rows)
+        n = max(1, len(rows) // 10)
+        table = Table(title=f"run summary ({len(rows)} steps): {self.dir}")
         table.add_column("metric")
         table.add_column(f"first {n} steps", justify="right")
         table.add_column(f"last {n} steps", justify="right")
         for key in self.SHOWN[1:]:
-            if any(r.get(key) is not None for r in self.rows):
-                table.add_row(key, _fmt(mean_of([r.get(key) for r in self.rows[:n]])),
-                              _fmt(mean_of([r.get(key) for r in self.rows[-n:]])))
+            if any(r.get(key) is not None for r in rows):
+                table.add_row(key, _fmt(mean_of([r.get(key) for r in rows[:n]])),
+                              _fmt(mean_of([r.get(key) for r in rows[-n:]])))
         self.console.print(table)
+        evals = eval_rows(self.rows)
+        if evals:
+            self.console.print(eval_table(evals[0], evals[-1]))
 
     def samples(self, rows: Iterable[dict[str, Any]]) -> None:
         with (self.dir / "samples.jsonl").open("a") as f:
             for row in rows:
                 f.write(json.dumps(row) + "\n")
+
+
+def eval_table(first: dict[str, Any], last: dict[str, Any]) -> Table:
+    """The held-out figures of two evaluations side by side, with the change."""
+    table = Table(title=f"held-out eval ({int(first.get('eval_prompts') or 0)} prompts): step {first['step']} "
+                        f"→ step {last['step']}")
+    table.add_column("metric")
+    table.add_column(f"step {first['step']}", justify="right")
+    table.add_column(f"step {last['step']}", justify="right")
+    table.add_column("change", justify="right")
+    keys = [k for k in first if k.startswith("eval_") and k not in ("eval_prompts", "eval_infra", "eval_time_s")]
+    overall = lambda k: k == "eval_greedy_pass_rate" or k.startswith("eval_pass@")  # noqa: E731
+    for key in sorted(keys, key=lambda k: (not overall(k), k)):   # the overall figures first
+        a, b = first.get(key), last.get(key)
+        change = f"{b - a:+.3f}" if isinstance(a, (int, float)) and isinstance(b, (int, float)) else "-"
+        table.add_row(key, _fmt(a), _fmt(b), change)
+    return table
 
 
 def mean_of(values: Iterable[Any]) -> Optional[float]:
@@ -122,46 +154,86 @@ def _fmt(value: Any) -> str:
 
 
 def plot_run(run_dir: str | os.PathLike[str]) -> list[Path]:
-    """reward.png (reward and pass rate), signal.png (zero-signal fraction), tokens.png, memory.png."""
+    """reward.png (train vs held-out eval pass rate), signal.png (zero-signal fraction), tokens.png,
+    memory.png."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     run_dir = Path(run_dir)
-    rows = read_metrics(run_dir)
+    all_rows = read_metrics(run_dir)
+    rows = train_rows(all_rows)
     if not rows:
         return []
+    written = []
+    fig = reward_figure(all_rows)
+    fig.savefig(run_dir / "reward.png", dpi=110)
+    plt.close(fig)
+    written.append(run_dir / "reward.png")
     steps = [r["step"] for r in rows]
     panels = {
-        "reward.png": ("reward", [("reward_mean", "reward mean"), ("pass_rate", "pass rate")]),
         "signal.png": ("zero-signal groups", [("zero_signal_frac", "fraction of groups"),
                                               ("zero_signal_token_frac", "fraction of tokens")]),
         "tokens.png": ("rollout tokens", [("tokens_generated", "generated"), ("tokens_learned", "in groups that taught"),
                                           ("tokens_saved_by_skip", "saved by skipping")]),
         "memory.png": ("peak memory (GB)", [("memory_peak_gb", "peak")]),
     }
-    written = []
     for name, (title, series) in panels.items():
         present = [(k, label) for k, label in series if any(r.get(k) is not None for r in rows)]
         if not present:
             continue
         fig, ax = plt.subplots(figsize=(7, 3.5))
         for key, label in present:
-            values = [r.get(key) if r.get(key) is not None else float("nan") for r in rows]
-            line, = ax.plot(steps, values, alpha=0.35, linewidth=1)
-            # A noisy per-step series is read through its moving average.
-            ax.plot(steps, _moving_average(values, max(1, len(values) // 10)), color=line.get_color(),
-                    linewidth=2, label=f"{label} (moving avg)")
-        ax.set_xlabel("step")
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-        ax.legend()
+            _noisy_series(ax, steps, [r.get(key) for r in rows], label)
+        _finish(ax, title)
         fig.tight_layout()
         fig.savefig(run_dir / name, dpi=110)
         plt.close(fig)
         written.append(run_dir / name)
     return written
+
+
+def reward_figure(rows: list[dict[str, Any]]) -> Any:
+    """The train curve (sampled pass rate: each step's, faint, and its moving average) and, where
+    the run evaluated, the held-out curves (greedy pass rate, sampled pass@k) at their eval steps:
+    distinct colours and line styles, one legend. Each line's label says what it is."""
+    import matplotlib.pyplot as plt
+
+    train = train_rows(rows)
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    key = "pass_rate" if any(r.get("pass_rate") is not None for r in train) else "reward_mean"
+    name = "train pass rate" if key == "pass_rate" else "train reward"
+    _noisy_series(ax, [r["step"] for r in train], [r.get(key) for r in train], f"{name} (sampled)",
+                  color="tab:blue")
+    evals = eval_rows(rows)
+    styles = [("eval_greedy_pass_rate", "held-out eval: greedy pass rate", "tab:orange", "--", "o")]
+    ks = sorted({int(k.split("@")[1]) for r in evals for k in r if k.startswith("eval_pass@")})
+    styles += [(f"eval_pass@{k}", f"held-out eval: pass@{k}", color, ":", "s")
+               for k, color in zip(ks, ("tab:green", "tab:red", "tab:purple", "tab:brown"))]
+    for key, label, color, style, marker in styles:
+        points = [(r["step"], r[key]) for r in evals if isinstance(r.get(key), (int, float))]
+        if points:
+            ax.plot(*zip(*points), color=color, linestyle=style, marker=marker, linewidth=2, label=label)
+    ax.set_ylim(-0.02, 1.02)
+    _finish(ax, "pass rate: train (sampled) vs held-out eval" if evals else "train pass rate (sampled)")
+    fig.tight_layout()
+    return fig
+
+
+def _noisy_series(ax: Any, steps: list[int], values: list[Any], label: str, color: Optional[str] = None) -> None:
+    """A noisy per-step series: each step faint, read through its moving average."""
+    values = [v if v is not None else float("nan") for v in values]
+    line, = ax.plot(steps, values, alpha=0.3, linewidth=1, color=color)
+    ax.plot(steps, _moving_average(values, max(1, len(values) // 10)), color=line.get_color(), linewidth=2,
+            label=f"{label}, moving avg")
+
+
+def _finish(ax: Any, title: str) -> None:
+    ax.set_xlabel("step")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
 
 
 def _moving_average(values: list[float], window: int) -> list[float]:

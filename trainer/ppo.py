@@ -16,7 +16,7 @@ import time
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -93,9 +93,10 @@ class PPOMicroLoss:
 class PPOTrainer:
     """PPO built from the same parts as GRPO (rollouts, envs, learner, logs), plus a critic."""
 
-    def __init__(self, config: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any, critic: ValueModel) -> None:
+    def __init__(self, config: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any, critic: ValueModel,
+                 eval_suite: Optional[EnvSuite] = None) -> None:
         self.cfg, self.suite, self.tokenizer = config, suite, tokenizer
-        self.parts = p = build_parts(config, suite, model, tokenizer)
+        self.parts = p = build_parts(config, suite, model, tokenizer, eval_suite)
         self.accelerator, self.generator, self.ref_model = p.accelerator, p.generator, p.ref_model
         self.model, self.optimizer = p.policy.model, p.policy.optimizer
         if config.objective.beta > 0 and self.ref_model is None and config.optim.lora_rank == 0:
@@ -191,6 +192,12 @@ class PPOTrainer:
 
     def save_model(self, path: Path) -> None:
         save_model(self.parts, self.tokenizer, path)
+
+    def evaluate(self) -> dict[str, float]:
+        """The eval_* values under the current weights ({} when eval.every is 0)."""
+        if self.parts.evaluate is None:
+            return {}
+        return self.parts.evaluate()
 
     def draw_prompts(self, n: int) -> list[SuiteItem]:
         return self.parts.drawer.draw(n)

@@ -22,6 +22,7 @@ from proctor.envs import EnvSuite, SuiteItem
 
 from . import checkpoint
 from .config import GRPOConfig, flat_view
+from .evaluation import EvalSettings, describe, eval_items, evaluate, is_due
 from .learner import Trainable, disable_dropout
 from .metrics import MetricsLog, plot_run, read_metrics
 from .multiturn import continue_turns
@@ -46,9 +47,12 @@ class RunParts:
     rollouts: RolloutRunner
     log: MetricsLog
     run_dir: Path
+    # The eval_* values under the current weights (eval.every > 0), else None
+    evaluate: Optional[Callable[[], dict[str, float]]] = None
 
 
-def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any) -> RunParts:
+def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
+                eval_suite: Optional[EnvSuite] = None) -> RunParts:
     from accelerate import Accelerator
 
     accelerator = Accelerator(mixed_precision=cfg.optim.mixed_precision, log_with=cfg.log.report_to or None,
@@ -77,7 +81,19 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any) ->
     earlier = read_metrics(run_dir) if cfg.checkpoint.resume_from else None
     log = MetricsLog(run_dir, trackers=accelerator if (cfg.log.report_to and accelerator.is_main_process) else None,
                      keep_rows=earlier)
-    return RunParts(accelerator, policy, ref_model, generator, stop, sampling, drawer, runner, log, run_dir)
+    return RunParts(accelerator, policy, ref_model, generator, stop, sampling, drawer, runner, log, run_dir,
+                    _evaluator(cfg, eval_suite, generator, tokenizer))
+
+
+def _evaluator(cfg: GRPOConfig, eval_suite: Optional[EnvSuite], generator: Generator,
+               tokenizer: Any) -> Optional[Callable[[], dict[str, float]]]:
+    if cfg.eval.every == 0:
+        return None
+    if eval_suite is None:
+        raise ValueError(f"eval.every is {cfg.eval.every} but the trainer was given no eval suite: build it with "
+                         "proctor.trainer.build.build_trainer(cfg), or pass eval_suite=build_eval_suite(cfg)")
+    return functools.partial(evaluate, generator, functools.partial(tokenize, eval_suite, tokenizer), eval_suite,
+                             eval_items(eval_suite), EvalSettings.from_config(cfg))
 
 
 def _prepare_policy(cfg: GRPOConfig, model: Any, accelerator: Any) -> tuple[Trainable, Optional[torch.nn.Module]]:
@@ -129,6 +145,8 @@ class LoopTrainer(Protocol):
 
     def save_model(self, path: Path) -> None: ...
 
+    def evaluate(self) -> dict[str, float]: ...
+
     @property
     def nonfinite_streak(self) -> int: ...
 
@@ -142,6 +160,8 @@ def train_loop(trainer: LoopTrainer, parts: RunParts, cfg: GRPOConfig, start_ste
     with Progress(TextColumn(f"[bold]{title}"), BarColumn(), TextColumn("step {task.completed}/{task.total}"),
                   TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=log.console) as bar:
         task = bar.add_task("train", total=cfg.max_steps, info="", completed=start_step)
+        if is_main and start_step == 0 and is_due(0, cfg.eval.every, cfg.max_steps):
+            log.log({"step": 0, **_evaluate(trainer, log)})   # the weights before any update
         for step in range(start_step + 1, cfg.max_steps + 1):
             row = gather_row(parts.accelerator, trainer.step(step))
             if trainer.nonfinite_streak >= cfg.optim.max_nonfinite_steps:
@@ -155,6 +175,8 @@ def train_loop(trainer: LoopTrainer, parts: RunParts, cfg: GRPOConfig, start_ste
                 trainer.save_checkpoint(step)
             if not is_main:
                 continue
+            if is_due(step, cfg.eval.every, cfg.max_steps):
+                row.update(_evaluate(trainer, log))
             log.log(row)
             bar.update(task, advance=1, info=f"reward {row['reward_mean']:.3f}  zero-signal "
                                               f"{row['zero_signal_frac']:.2f}")
@@ -168,6 +190,12 @@ def train_loop(trainer: LoopTrainer, parts: RunParts, cfg: GRPOConfig, start_ste
     if cfg.log.report_to:
         parts.accelerator.end_training()
     return log.rows, plots
+
+
+def _evaluate(trainer: LoopTrainer, log: MetricsLog) -> dict[str, float]:
+    values = trainer.evaluate()
+    log.console.print(describe(values), highlight=False)
+    return values
 
 
 def save_model(parts: RunParts, tokenizer: Any, path: Path) -> None:
