@@ -169,7 +169,7 @@ class Sandbox:
                 spec = self._spec(pool, Job(language=language, code="", limits=limits))  # type: ignore[arg-type]
                 pool.warm(spec, per_host or pool.slots)
         if not any(p.breaker.up for p in self.pools):
-            raise NoHostAvailable(refusal(self.health_down(), []))
+            raise NoHostAvailable(startup_failure(self.health_down()))
 
     def reset_host(self, host: Optional[str] = None) -> list[HostHealth]:
         """Probe ``host`` (default: every down host) now: start one container; up if it starts.
