@@ -10,8 +10,8 @@ import typer
 from typer.testing import CliRunner
 
 from proctor.cli.plan_cmd import plan as plan_command
-from proctor.plan import (PlanInput, load_shape, model_shape_from_model, plan, shape_from_config,
-                                  shape_from_params, state_cost, training_state)
+from proctor.plan import (PlanInput, load_shape, logit_value_bytes, logprob_bytes, model_shape_from_model, plan,
+                          shape_from_config, shape_from_params, state_cost, training_state)
 
 GB = 10**9
 
@@ -259,3 +259,42 @@ def test_measured_project_tiny_model_read_from_its_config(tmp_path):
     assert data["model"]["params"] == shape.params and data["model"]["layers"] == shape.layers
     assert data["grpo"]["training_state_bytes"] == 16 * shape.params
     assert PlanInput(model=str(path / "config.json"), params=1e9).resolve_shape().params == 10**9
+
+
+# ---------------------------------------------------------------- the learner's log-prob logits, measured
+@pytest.mark.parametrize("precision", ["fp32", "bf16-mixed"])
+def test_measured_logprob_peak_matches_the_planned_activations(precision):
+    """One forward + backward of ``token_logps`` on a model whose logits dominate, its peak measured by
+    ``bench/logp_memory.py`` in a fresh process, against the plan's activations for the same micro batch."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from transformers import Qwen2Config
+
+    bench = Path(__file__).resolve().parents[1] / "bench" / "logp_memory.py"
+    rows, prompt, completion = 4, 96, 32
+    spec = {"vocab": 32768, "hidden": 32, "rows": rows, "prompt": [prompt, prompt], "completion": [completion] * 2}
+    variant = "new" if precision == "fp32" else f"new@{precision}"
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, str(bench), "--worker", variant, "--shape-json", json.dumps(spec)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    measured = json.loads(proc.stdout.strip().splitlines()[-1])
+    shape = shape_from_config(Qwen2Config.from_dict(measured["config"]))
+    planned = plan(PlanInput(shape=shape, algorithm="grpo", precision=precision, prompt_len=prompt,
+                             completion_len=completion, micro_batch=rows, batch_size=1, group_size=rows,
+                             gradient_checkpointing=False, kl=False)).algorithms["grpo"].component("activations")
+    # Within 15%: the rest is the output head's gradient before it joins .grad and small buffers.
+    assert 0.85 <= measured["peak_bytes"] / planned.bytes_per_gpu <= 1.15, (measured["peak_bytes"], planned)
+    # The figure the plan used to give (fp32 logits at every position) would fail the same check.
+    layers = planned.bytes_per_gpu - logprob_bytes(shape.vocab, completion, rows, logit_value_bytes(precision))
+    assert measured["peak_bytes"] / (layers + 4 * rows * (prompt + completion) * shape.vocab) < 0.85
+
+
+def test_planner_chunking_is_the_learners():
+    from proctor.plan import costs
+    from proctor.trainer import batch
+
+    assert (costs.LOGP_CHUNK_VALUES, costs.LOGP_CHUNK_FRACTION) == (batch.LOGP_CHUNK_VALUES, batch.LOGP_CHUNK_FRACTION)

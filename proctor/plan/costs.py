@@ -1,4 +1,5 @@
-"""Bytes per parameter for each optimizer and precision, and one network's training state.
+"""Bytes per parameter for each optimizer and precision, one network's training state, and the
+learner's log-prob logits.
 
 Kept apart from the planner so that the measured test can compare exactly
 this arithmetic with the tensors a real optimizer step leaves behind.
@@ -104,3 +105,28 @@ def training_state(shape: ModelShape, optimizer: str, precision: str, lora_rank:
                          weights=frozen * weight_bytes(precision) + trainable * cost.weights,
                          grads=trainable * cost.grads, master=trainable * cost.master,
                          moments=trainable * cost.moments)
+
+
+# The learner's log-prob chunking (proctor.trainer.batch.LOGP_CHUNK_VALUES / _FRACTION, tested
+# equal): repeated here so that planning never imports torch.
+LOGP_CHUNK_VALUES = 1 << 22
+LOGP_CHUNK_FRACTION = 16
+LOGP_TEMPORARIES = 3          # fp32 chunk-sized temporaries alive at once (log-softmax, exp, product)
+
+
+def logit_value_bytes(precision: str) -> int:
+    """Bytes per logit at the learner's peak: fp32 logits 4; pure bf16 keeps bf16 logits, 2;
+    under bf16-mixed the head projects in bf16 and accelerate casts the output to fp32, both
+    alive at the cast (and again when the gradient is cast back), 2 + 4."""
+    return {"fp32": 4, "bf16": 2, "bf16-mixed": 6}[precision]
+
+
+def logprob_bytes(vocab: int, completion_len: int, micro_batch: int, value_bytes: int) -> int:
+    """Peak of the actor's log-probs for one micro batch (``token_logps``, forward and backward).
+
+    Logits only at the completion positions (``completion_len + 1``: the last one is computed
+    and dropped), at ``value_bytes`` each, plus a few fp32 chunk temporaries; the backward writes
+    the logits' gradient over the logits, so there is no second tensor of that size.
+    """
+    chunk = min(LOGP_CHUNK_VALUES, micro_batch * completion_len * vocab // LOGP_CHUNK_FRACTION)
+    return value_bytes * micro_batch * (completion_len + 1) * vocab + LOGP_TEMPORARIES * 4 * max(chunk, vocab)

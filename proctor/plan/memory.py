@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Literal, Optional, Union
 
 from .assumptions import assumptions
-from .costs import OPTIMIZERS, PRECISIONS, StateCost, state_cost, training_state, weight_bytes
+from .costs import (OPTIMIZERS, PRECISIONS, StateCost, logit_value_bytes, logprob_bytes, state_cost, training_state,
+                    weight_bytes)
 from .model_shape import ModelShape, human_count, load_shape, shape_from_params
 
 Algorithm = Literal["grpo", "ppo", "both"]
@@ -160,20 +161,17 @@ def _spread(nbytes: int, sharded: bool, gpus: int) -> tuple[int, int]:
     return (math.ceil(nbytes / gpus), nbytes) if sharded else (nbytes, nbytes * gpus)
 
 
-def activation_bytes(shape: ModelShape, seq: int, micro_batch: int, checkpointing: bool, dtype_bytes: int,
-                     with_logits: bool) -> int:
-    """Activations kept for the backward pass of one micro batch on one GPU.
+def activation_bytes(shape: ModelShape, seq: int, micro_batch: int, checkpointing: bool, dtype_bytes: int) -> int:
+    """Activations the layers keep for the backward pass of one micro batch on one GPU.
 
     Per layer without recomputation, Korthikanti et al. 2022 (16-bit): ``s*b*(34*h + 5*a*s)``
     bytes. With gradient checkpointing each layer keeps only its bf16 input
-    (``2*h*s*b``) and one layer at a time is rebuilt in full. The actor also holds
-    fp32 logits over the vocabulary for its log-probs (``4*s*b*V``).
+    (``2*h*s*b``) and one layer at a time is rebuilt in full.
     """
     s, b, h = seq, micro_batch, shape.hidden
     full_layer = s * b * (34 * h + 5 * shape.heads * s)
     layers = shape.layers * 2 * h * s * b + full_layer if checkpointing else shape.layers * full_layer
-    layers = layers * dtype_bytes // 2                   # the formula counts 16-bit values
-    return layers + (4 * s * b * shape.vocab if with_logits else 0)
+    return layers * dtype_bytes // 2                     # the formula counts 16-bit values
 
 
 def _trained(role: str, shape: ModelShape, inp: PlanInput, size_note: str) -> list[Component]:
@@ -232,12 +230,14 @@ def plan_algorithm(algorithm: str, inp: PlanInput, actor: ModelShape) -> Algorit
     rows.append(_frozen("reward model", reward, inp, "none: a program scores"))
 
     micro = min(inp.micro_batch, per_gpu_seqs)
-    act = activation_bytes(actor, seq_len, micro, inp.gradient_checkpointing, wb, with_logits=True)
+    logits = logprob_bytes(actor.vocab, inp.completion_len, micro, logit_value_bytes(inp.precision))
+    act = activation_bytes(actor, seq_len, micro, inp.gradient_checkpointing, wb) + logits
     if critic is not None:   # trained one after the other: the peak is the larger, not the sum
-        act = max(act, activation_bytes(critic, seq_len, micro, inp.gradient_checkpointing, wb, False))
+        act = max(act, activation_bytes(critic, seq_len, micro, inp.gradient_checkpointing, wb))
     rows.append(Component("activations", act, act * inp.gpus,
                           f"{micro} x {seq_len} tokens, "
-                          f"{'checkpointed' if inp.gradient_checkpointing else 'no recompute'}"))
+                          f"{'checkpointed' if inp.gradient_checkpointing else 'no recompute'}; "
+                          f"incl. {logits / 1e9:.3g} GB of actor log-prob logits"))
     kv = actor.kv_bytes_per_token(wb) * seq_len * per_gpu_seqs
     rows.append(Component("rollout KV cache", kv, kv * inp.gpus,
                           f"{per_gpu_seqs} seqs x {seq_len} tokens"))
