@@ -40,6 +40,21 @@ from extract_cases import SUITES, Source, extract_suite  # noqa: E402  (bench/pe
 from math_verify_bench import MathVerifyRunner, _percentile  # noqa: E402
 
 
+# Rows whose label Proctor disagrees with on purpose: kept in the table as labelled,
+# listed under it with the reason, so a reader can see what the gap is made of.
+DISPUTED: dict[tuple[str, str], str] = {
+    ("$1 + \\frac{1}{\\mathrm{e}}$", "$1 - \\frac{1}{\\mathrm{e}}$"):
+        "labelled equal, but 1+1/e != 1-1/e (a Math-Verify false positive, its issue #14, kept as a test)",
+    ("After simplification we get \\boxed{\\sqrt{2}}", "the answer is sqrt(2)"):
+        "labelled different ('a BAD case' in AReaL's test), but sqrt(2) is the gold's value",
+    ("$-2 \\\\le x \\\\le 7$", "$x \\in [-2,7]$"):
+        "Math-Verify's default refuses an inequality for an interval gold (anti-hacking); "
+        "Proctor's own labelled set counts them equal (bench/math_cases.jsonl, kind interval)",
+    ("4, 10, -2", "10, 4, -2"): "hendrycks compares strings, so order counts; Proctor reads a bare list as a set",
+    ("4, .1, 2", "0.1, 4, 2"): "hendrycks compares strings, so order counts; Proctor reads a bare list as a set",
+}
+
+
 def regenerate(specs: list[str]) -> None:
     """Rewrite ``peer_suites/<suite>.jsonl`` (+ licence) from checkouts: ``suite=PATH``."""
     for spec in specs:
@@ -171,6 +186,12 @@ def main() -> None:
         runner.close()
     shutdown_pool()
     print_table(rows)
+    disputed = [(suite, c["expected"], DISPUTED[(c["pred"], c["gold"])]) for suite, cs in dump.items()
+                for c in cs if (c["pred"], c["gold"]) in DISPUTED and c["proctor"] != c["expected"]]
+    if disputed:
+        print("\nrows scored against Proctor on purpose (labels kept as the peers wrote them):")
+        for suite, expected, why in disputed:
+            print(f"- {suite}: labelled {'equal' if expected else 'different'}: {why}")
     print(f"\nproctor raised: {rows[-1][1]['raised']}, over its deadline: "
           f"{sum(t > args.timeout + 0.5 for t in all_a[1])}; math-verify raised: {rows[-1][2]['raised']}, "
           f"killed by the {args.mv_watchdog:.0f} s watchdog: {rows[-1][2]['hung']}")
