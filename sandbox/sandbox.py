@@ -160,7 +160,7 @@ class Sandbox:
         """Start containers now so the first jobs do not wait for them (~0.3 s each).
 
         A container serves jobs of one memory/pids/disk budget: pass the ``limits``
-        your jobs will use.
+        your jobs will use. Raises NoHostAvailable when no host could start them.
         """
         for pool in self.pools:
             if not pool.breaker.up:
@@ -168,8 +168,11 @@ class Sandbox:
             for language in languages:
                 spec = self._spec(pool, Job(language=language, code="", limits=limits))  # type: ignore[arg-type]
                 pool.warm(spec, per_host or pool.slots)
-        if not any(p.breaker.up for p in self.pools):
-            raise NoHostAvailable(startup_failure(self.health_down()))
+        # A host is warm if it is up and its last start worked; fewer failures than
+        # down_after leave a host up, but a warmup that started nothing must say so.
+        if not any(p.breaker.up and p.breaker.failures == 0 for p in self.pools):
+            raise NoHostAvailable("warmup: no sandbox host started a container. " + " ".join(
+                f"{p.host}: {p.breaker.cause}. To fix: {p.breaker.fix}." for p in self.pools))
 
     def reset_host(self, host: Optional[str] = None) -> list[HostHealth]:
         """Probe ``host`` (default: every down host) now: start one container; up if it starts.

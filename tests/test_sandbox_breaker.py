@@ -91,6 +91,13 @@ def test_a_bad_image_reference_takes_the_host_out_too(docker_ready, caplog):
     assert len(warnings_of(caplog)) == 1
 
 
+def test_warmup_on_a_broken_host_says_it_started_nothing(broken):
+    with Sandbox(hosts=[broken.url], startup_check=(), slots=2) as sb:
+        with pytest.raises(NoHostAvailable, match="warmup: no sandbox host started a container") as info:
+            sb.warmup(["python"])
+    assert RUNTIME_MESSAGE in str(info.value) and "To fix:" in str(info.value)
+
+
 # --------------------------------------------------------------------------- two hosts, one broken
 
 def test_two_hosts_one_broken_at_start_serve_every_job_from_the_other(broken, caplog):
