@@ -19,9 +19,9 @@ JS_SYNTAX_ERROR_EXIT = 3   # the launcher's status for a script that does not pa
 _JAVA_UNCAUGHT = re.compile(r'^Exception in thread "[^"]*" ([\w.$]+)', re.M)
 _JAVA_NATIVE_OOM = ("There is insufficient memory for the Java Runtime Environment",
                     "Terminating due to java.lang.OutOfMemoryError")
-_GO_OOM = ("fatal error: runtime: out of memory", "runtime: out of memory")
+_GO_OOM = re.compile(r"^(?:fatal error: (?:runtime: )?out of memory|runtime: out of memory)", re.M)
 _RUST_PANIC = re.compile(r"^thread '[^']*' panicked at '(.*)", re.M)
-_JS_ERROR = re.compile(r"^(?:Uncaught )?([A-Za-z_$][\w$]*(?:Error|Exception))\b", re.M)
+_JS_ERROR = re.compile(r"^(?:Uncaught )?([\w$]*(?:Error|Exception))\b", re.M)
 
 
 def language_status(language: str, step: dict, stderr: str, *, needs_marker: bool) -> Status:
@@ -44,7 +44,7 @@ def _java(step: dict, stderr: str) -> Status:
 
 
 def _go(step: dict, stderr: str) -> Status:
-    if any(text in stderr for text in _GO_OOM):
+    if _GO_OOM.search(stderr):
         return "memory"
     if step["signal"] is not None or "\npanic: " in "\n" + stderr or "fatal error: " in stderr:
         return "runtime_error"

@@ -84,7 +84,8 @@ function lockDown() {
   Object.defineProperty(console, 'assert', {
     value: function assertTrue(value, ...message) {
       if (!value) {
-        throw new assert.AssertionError({ message: ['Assertion failed', ...message].join(' '), actual: value, expected: true, operator: '==' });
+        const text = ['Assertion failed', ...message].join(' ');
+        throw new assert.AssertionError({ message: text, actual: value, expected: true, operator: '==', stackStartFn: assertTrue });
       }
     },
     writable: false, configurable: false,
@@ -105,7 +106,11 @@ const reallyExit = process.reallyExit.bind(process);
 // Print an uncaught error as node would, without this launcher's frames, and exit.
 function die(error, status) {
   let text = error instanceof Error ? String(error.stack || error) : `Uncaught ${String(error)}`;
-  text = text.split('\n').filter((line) => !line.includes(__filename) && !line.includes('(node:vm:')).join('\n');
+  // Frames of this launcher and of node's own loader say nothing about the program.
+  const ours = (line) => /^\s+at /.test(line) && (line.includes(__filename) || /\(?node:(vm|internal\/)/.test(line));
+  let lines = text.split('\n');
+  if (lines[0].startsWith(`${__filename}:`)) lines = lines.slice(lines.indexOf('') + 1);   // source excerpt of ours
+  text = lines.filter((line) => !ours(line)).join('\n');
   try {
     writeSync(2, `${text}\n`);
   } catch (e) {
@@ -120,13 +125,15 @@ function parse(file) {
     return new vm.Script(source, { filename: file });
   } catch (error) {
     if (!(error instanceof SyntaxError)) throw error;
-    const where = String(error.stack).split('\n').slice(0, 4).join('\n');
-    return die(Object.assign(new SyntaxError(error.message), { stack: where }), SYNTAX_ERROR_EXIT);
+    return die(error, SYNTAX_ERROR_EXIT);
   }
 }
 
 function main() {
-  const scripts = [programPath, testsPath].filter((p) => p !== undefined).map(parse);
+  const scripts = [];
+  for (const file of [programPath, testsPath]) {
+    if (file !== undefined) scripts.push(parse(file));
+  }
   lockDown();
   globalThis.require = createRequire(path.join(workDir, 'main.js'));
   process.chdir(workDir);

@@ -64,7 +64,7 @@ def ok(step: dict) -> bool:
 
 def refused(step: dict, why: str) -> dict:
     """Turn a checking step into a failed compile that says why."""
-    step.update(exit_code=1, signal=None, stderr=base64.b64encode(f"[proctor] {why}\n".encode()).decode())
+    step.update(exit_code=1, signal=None, stdout="", stderr=base64.b64encode(f"[proctor] {why}\n".encode()).decode())
     return step
 
 
@@ -113,8 +113,33 @@ def java_top_types(source: str) -> list[tuple[str, bool]]:
     return found
 
 
+_JDK_TYPES: dict[str, set[str]] = {}   # package -> its top-level type names, read once
+
+
+def java_hidden_types(code: str, tests: str) -> list[str]:
+    """Top-level types of the program that would hide a JDK type the tests name.
+
+    A type of the program's (default) package wins over java.lang and over the
+    tests' on-demand imports: a class Arrays of the program's would replace
+    java.util.Arrays in `Arrays.asList(...)` of the tests, and forge their checks.
+    """
+    if not _JDK_TYPES:
+        with open(f"{OPT}/java/jdk-types.txt") as f:
+            for line in f:
+                package, name = line.split()
+                _JDK_TYPES.setdefault(package, set()).add(name)
+    packages = {"java.lang", *re.findall(r"^\s*import\s+([\w.]+)\.\*\s*;", _JAVA_SKIP.sub(" ", tests), re.M)}
+    known = set().union(*(_JDK_TYPES.get(p, set()) for p in packages))
+    return sorted({name for name, _ in java_top_types(code)} & known)
+
+
 def build_java(job: dict, limits: dict, budget: Budget) -> Built:
     units = [("code", job["code"])] + ([("tests", job["tests"])] if job.get("tests") else [])
+    hidden = java_hidden_types(job["code"], job["tests"]) if job.get("tests") else []
+    if hidden:
+        why = (f"the program declares {', '.join(hidden)}, which would hide the JDK's type of that name "
+               "from the tests; rename it")
+        return [refused(budget.step(["/bin/true"]), why)], None
     paths = []
     for folder, text in units:
         public = [name for name, is_public in java_top_types(text) if is_public]
@@ -170,10 +195,19 @@ func main() {
 """
 
 
+def go_step(budget: Budget, argv: list[str]) -> dict:
+    """A Go tool run; the tools print their errors on stdout, moved to stderr where errors are read."""
+    step = budget.step(argv)
+    if not ok(step) and step["stdout"]:
+        step["stderr"] = base64.b64encode(base64.b64decode(step["stdout"]) + base64.b64decode(step["stderr"])).decode()
+        step["stdout"] = ""
+    return step
+
+
 def go_link(budget: Budget, steps: list[dict], main_archive: str) -> Built:
     link = [f"{GO_TOOLS}/link", "-o", "prog", "-L", f"{OPT}/go/pkg", "-L", "/usr/share/gocode/pkg/linux_amd64",
             "-L", BUILD, main_archive]
-    steps.append(budget.step(link))
+    steps.append(go_step(budget, link))
     if not ok(steps[-1]):
         return steps, None
     return steps, {"argv": [os.path.join(WORK, "prog")], "data_limit": True}
@@ -183,7 +217,7 @@ def build_go(job: dict, limits: dict, budget: Budget) -> Built:
     compile_ = [f"{GO_TOOLS}/compile", "-pack", *GO_PKGS]
     if not job.get("tests"):   # a plain program: its own main
         code = write_src("code.go", job["code"])
-        steps = [budget.step([*compile_, "-p", "main", "-o", f"{BUILD}/main.a", code])]
+        steps = [go_step(budget, [*compile_, "-p", "main", "-o", f"{BUILD}/main.a", code])]
         return go_link(budget, steps, f"{BUILD}/main.a") if ok(steps[0]) else (steps, None)
     names = _GO_TEST.findall(job["tests"])
     if not names:
@@ -193,7 +227,7 @@ def build_go(job: dict, limits: dict, budget: Budget) -> Built:
     files = [write_src("code.go", _GO_PACKAGE.sub(f"package {GO_PROG}", job["code"], count=1)),
              write_src("tests.go", _GO_PACKAGE.sub(f"package {GO_PROG}", job["tests"], count=1)),
              write_src("zz_proctor_guard.go", f'package {GO_PROG}\n\nimport _ "proctorguard"\n')]
-    steps = [budget.step([*compile_, "-p", GO_PROG, "-o", f"{BUILD}/{GO_PROG}.a", *files])]
+    steps = [go_step(budget, [*compile_, "-p", GO_PROG, "-o", f"{BUILD}/{GO_PROG}.a", *files])]
     if not ok(steps[-1]):
         return steps, None
     steps.append(budget.step([f"{GO_TOOLS}/nm", f"{BUILD}/{GO_PROG}.a"]))
@@ -204,7 +238,7 @@ def build_go(job: dict, limits: dict, budget: Budget) -> Built:
                else "could not list the program's symbols")
         return [refused(steps[-1], why)], None
     main_go = write_src("proctor_main.go", GO_MAIN % "".join(f'\t{{"{n}", prog.{n}}},\n' for n in names))
-    steps.append(budget.step([*compile_, "-p", "main", "-I", BUILD, "-o", f"{BUILD}/main.a", main_go]))
+    steps.append(go_step(budget, [*compile_, "-p", "main", "-I", BUILD, "-o", f"{BUILD}/main.a", main_go]))
     if not ok(steps[-1]):
         return steps, None
     return go_link(budget, steps, f"{BUILD}/main.a")
@@ -213,6 +247,26 @@ def build_go(job: dict, limits: dict, budget: Budget) -> Built:
 # --------------------------------------------------------------------------- Rust
 
 RUSTC = "/usr/bin/rustc"
+
+
+_RUST_ALLOW = re.compile(r"\s*#!\[allow\([\w:, ]*\)\]\s*")
+
+
+def hoist_allows(code: str) -> tuple[str, str]:
+    """Move leading `#![allow(...)]` lines of the program to the crate root, keeping line numbers.
+
+    An included file may not hold inner attributes. Only `allow` moves: a crate-level
+    `#![cfg(...)]` could remove the tests, so every other inner attribute stays where
+    it is and fails to compile.
+    """
+    lines, allows = code.split("\n"), []
+    for i, line in enumerate(lines):
+        if _RUST_ALLOW.fullmatch(line):
+            allows.append(line.strip() + "\n")
+            lines[i] = ""
+        elif line.strip() and not line.lstrip().startswith("//"):
+            break
+    return "\n".join(lines), "".join(allows)
 
 
 def build_rust(job: dict, limits: dict, budget: Budget) -> Built:
@@ -225,12 +279,13 @@ def build_rust(job: dict, limits: dict, budget: Budget) -> Built:
         # shadow assert_eq!; textual macro scope only flows forward, and the tests come first.
         step = budget.step(["/bin/true"])
         return [refused(step, "#[macro_export] is not available: it could redefine the tests' assert macros")], None
-    write_src("code.rs", job["code"])
+    code, allows = hoist_allows(job["code"])
+    write_src("code.rs", code)
     if tests:
         write_src("tests.rs", tests)
-        root = write_src("main.rs", 'include!("tests.rs");\ninclude!("code.rs");\n')
+        root = write_src("main.rs", f'{allows}include!("tests.rs");\ninclude!("code.rs");\n')
     else:
-        root = write_src("main.rs", 'include!("code.rs");\n')
+        root = write_src("main.rs", f'{allows}include!("code.rs");\n')
     argv = [RUSTC, "--edition", "2021", "-C", "opt-level=0", "-C", "debuginfo=0", "-C", "codegen-units=1",
             "-A", "warnings", "--emit", "link,obj", "-o", "prog",
             # The guard's atexit lives in libc_nonshared.a: name libc again after the guard.

@@ -106,18 +106,19 @@ public final class Main {
 
     /** As the JVM's default handler prints it, without the launcher's frames. */
     private static void reportUncaught(Throwable t) {
-        StackTraceElement[] trace = t.getStackTrace();
-        List<StackTraceElement> kept = new ArrayList<>();
-        for (StackTraceElement e : trace) {
-            String cls = e.getClassName();
-            if (cls.startsWith("jdk.internal.reflect.") || cls.equals("java.lang.reflect.Method")
-                    || cls.startsWith("proctor.launcher.")) {
-                break;
+        for (Throwable c = t; c != null; c = c.getCause()) {
+            List<StackTraceElement> kept = new ArrayList<>();
+            for (StackTraceElement e : c.getStackTrace()) {
+                String cls = e.getClassName();
+                if (cls.startsWith("jdk.internal.reflect.") || cls.equals("java.lang.reflect.Method")
+                        || cls.startsWith("proctor.launcher.")) {
+                    break;
+                }
+                kept.add(e);
             }
-            kept.add(e);
-        }
-        if (!kept.isEmpty()) {
-            t.setStackTrace(kept.toArray(new StackTraceElement[0]));
+            if (!kept.isEmpty()) {
+                c.setStackTrace(kept.toArray(new StackTraceElement[0]));
+            }
         }
         System.out.flush();
         System.err.print("Exception in thread \"main\" ");
