@@ -18,6 +18,24 @@ from typing import Any
 from .symbolic import match_symbolic
 
 
+# One of each kind of work the symbolic tier does: its first run imports and builds
+# parser and solver tables (1-2 s each), which every forked worker would repeat.
+_WARM_UP = ((r"\sum_{k=0}^{n-1} F_k F_{n-k-1}", r"\sum_{k=0}^{n-1} F_{n-k-1} F_k"), ("x^2+2x+1", "(x+1)^2"),
+            (r"x \in [1,2]", r"1 \le x \le 2"), (r"\int_0^1 x\,dx", r"\frac{1}{2}"),
+            (r"\begin{pmatrix}1\\2\end{pmatrix}+\begin{pmatrix}1\\2\end{pmatrix}", r"\begin{pmatrix}2\\4\end{pmatrix}"),
+            (r"\frac{\sqrt{2}}{2}+\pi", r"\frac{1}{\sqrt{2}}+\pi"), ("2x+4y=3", "y=-x/2+3/4"),
+            (r"\sin^2 x + \cos^2 x", "1"))
+
+
+def warm_up() -> None:
+    """Run ``_WARM_UP`` once (in the fork server, so workers start warm); never raises."""
+    for pred, gold in _WARM_UP:
+        try:
+            match_symbolic(pred, gold)
+        except Exception:   # noqa: BLE001 - a warm-up failure only costs time later
+            pass
+
+
 def serve(conn: Any, memory_bytes: int) -> None:
     """Answer (pred, gold, cpu_seconds) requests with (equal, tier, reason, retire)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is for the parent, which kills us

@@ -24,6 +24,8 @@ import sys
 def main(control_fd: int) -> None:
     from . import worker   # SymPy, latex2sympy, math_verify: imported once, shared by fork
 
+    worker.warm_up()       # and their lazy tables built once, not in every worker
+
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)   # the kernel reaps dead workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     control = socket.socket(fileno=control_fd)
