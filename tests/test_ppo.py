@@ -10,7 +10,7 @@ import torch
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from proctor.trainer.algo.ppo import gae, token_rewards, value_loss, whiten  # noqa: E402
+from proctor.trainer.algo.gae import gae, token_rewards, value_loss, whiten  # noqa: E402
 
 
 def test_gae_by_hand():

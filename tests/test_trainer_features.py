@@ -47,3 +47,61 @@ def test_a_few_unjudged_completions_still_train(tiny, tmp_path):
     trainer = trainer_for(tiny, tmp_path, MostlyUnjudged(), max_steps=1, max_infra_frac=0.8)
     row = trainer.step(1)
     assert row["skipped_infra"] == 0 and row["infra_dropped"] > 0 and math.isfinite(row["loss"])
+
+
+class Constant(Verifier):
+    def verify(self, task, completion):
+        return Verdict(reward=1.0, parts={"correct": 1.0}, correct=True)
+
+
+def test_dynamic_sampling_counts_the_tokens_of_every_round_and_logs_before_filtering(tiny, tmp_path):
+    trainer = trainer_for(tiny, tmp_path, Constant(), dynamic_sampling=True, max_resample_rounds=2)
+    calls: list[int] = []
+    runner = trainer.parts.rollouts
+    original = runner.__call__
+
+    def counting(items, watch):
+        scored = original(items, watch)
+        calls.append(sum(sum(r.learned()) for r in scored.rollouts))
+        return scored
+
+    trainer.parts.rollouts = counting
+    row = trainer.step(1)
+    assert len(calls) == 3 and row["dynamic_sampling_rounds"] == 2
+    assert row["tokens_generated"] == sum(calls)                 # all three rounds, not the last batch only
+    assert row["zero_signal_tokens"] == sum(calls)                # every group was all-right: nothing taught
+    assert row["tokens_cumulative"] == sum(calls)
+    assert row["reward_mean"] == 1.0 and row["pass_rate"] == 1.0  # over every scored group
+    assert row["reward_mean_filtered"] == 1.0                     # what the update saw, under its own name
+    records = trainer.parts.drawer.memory.records                  # every scored group updated the memory
+    assert sum(r.trials for r in records.values()) == pytest.approx(3 * 3 * 4, rel=0.05)
+
+
+def test_skip_reweight_weighs_a_kept_skippable_prompt_by_one_over_its_keep_probability(tiny, tmp_path):
+    trainer = trainer_for(tiny, tmp_path, DigitShare(), skip_predicted_zero_signal=True, skip_reweight=True)
+    memory, drawer = trainer.parts.drawer.memory, trainer.parts.drawer
+    for i in range(12):                                # every prompt solved 40 times: predicted zero-signal
+        memory.update(f"t{i}", [True] * 40, step=0)
+    items = drawer.draw(3)
+    assert all(drawer.weight_of(it) == pytest.approx(1 / memory.retry_prob) for it in items)
+    from proctor.trainer.metrics import Stopwatch
+    scored = trainer.rollout(items, Stopwatch())
+    plain_cfg_adv, _ = trainer_for(tiny, tmp_path / "plain", DigitShare())._advantages(scored)
+    weighted, _ = trainer._advantages(scored)
+    assert torch.allclose(weighted.advantages, plain_cfg_adv.advantages / memory.retry_prob)
+
+
+@pytest.mark.parametrize("kind", ["constant", "linear", "cosine"])
+def test_learning_rate_schedules_with_warmup(tiny, tmp_path, kind):
+    trainer = trainer_for(tiny, tmp_path, DigitShare(), max_steps=4, lr_scheduler=kind, warmup_steps=2,
+                          learning_rate=1e-3)
+    lrs = [row["lr"] for row in trainer.train()]   # the rate each step's update applied
+    after_warmup = {"constant": [1e-3, 1e-3], "linear": [1e-3, 5e-4], "cosine": [1e-3, 5e-4]}[kind]
+    assert lrs == pytest.approx([0.0, 5e-4] + after_warmup)   # transformers' schedules: warmup from 0
+
+
+def test_save_total_limit_keeps_the_newest_checkpoints(tiny, tmp_path):
+    trainer = trainer_for(tiny, tmp_path, DigitShare(), max_steps=4, save_every=1, save_total_limit=2)
+    trainer.train()
+    kept = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert kept == ["step-3", "step-4"]

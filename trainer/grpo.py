@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -35,7 +35,7 @@ from .pipeline import RolloutPipeline
 from .records import LearnStats, LossSpec, Scored, StepValues, Totals, TrainBatch
 from .rollout.factory import use_sleep
 from .run import build_parts, load_checkpoint, save_checkpoint, save_model, train_loop
-from .sampling import groups_with_signal
+from .sampling import InfraGuard, groups_with_signal
 from .step_row import sample_rows, step_row, token_counts
 
 
@@ -60,6 +60,7 @@ class GRPOTrainer:
         self.spec = LossSpec.from_config(config.objective, config.rollout)
         self.sleeping = use_sleep(config.rollout)   # colocated on a GPU: the engine frees memory for the update
         self.is_mode = is_mode(config.rollout)
+        self.infra = InfraGuard(config.optim.max_infra_frac, self._warn)
         self.totals = Totals()
         self.plots: list[Path] = []
         self.start_step = 0
@@ -76,15 +77,22 @@ class GRPOTrainer:
     def nonfinite_streak(self) -> int:
         return self.learner.nonfinite_streak
 
+    @property
+    def infra_streak(self) -> int:
+        return self.infra.streak
+
     # ================================================================== one step
     def step(self, step: int) -> dict[str, Any]:
         watch, t_step = Stopwatch(), time.perf_counter()
         # 1. rollouts
         scored, lags = self._rollouts(step, watch)
-        # 2. resample zero-signal groups (DAPO dynamic sampling)
-        scored, rounds = self._resample(scored, step, watch)
+        # 2. resample zero-signal groups (DAPO dynamic sampling); dropped groups still cost their tokens
+        scored, dropped, rounds = self._resample(scored, step, watch)
         # 3. advantages
         adv, valid = self._advantages(scored)
+        if self.infra.blocks(scored, step):   # the machinery failed: no update on a batch it could not judge
+            learn = LearnStats.not_taken().as_dict() | {"skipped_infra": 1}
+            return self._row(step, scored, dropped, adv, learn, watch, rounds, time.perf_counter() - t_step, lags)
         # 4. batch
         batch = build_batch(scored.rollouts, adv.advantages.tolist(), valid.tolist(), self.tokenizer.pad_token_id,
                             mask_truncated=self.cfg.objective.mask_truncated, device=self.accelerator.device)
@@ -96,7 +104,7 @@ class GRPOTrainer:
         with watch.section("sync"):
             self._sync(step)
         # 7. row
-        return self._row(step, scored, adv, learn, watch, rounds, time.perf_counter() - t_step, lags)
+        return self._row(step, scored, dropped, adv, learn, watch, rounds, time.perf_counter() - t_step, lags)
 
     # ================================================================== the phases
     def _rollouts(self, step: int, watch: Stopwatch) -> tuple[Scored, Optional[list[int]]]:
@@ -108,10 +116,12 @@ class GRPOTrainer:
         self.parts.drawer.observe(scored, self.cfg.rollout.group_size, step)
         return scored, lags
 
-    def _resample(self, scored: Scored, step: int, watch: Stopwatch) -> tuple[Scored, int]:
-        """Replace zero-signal groups with fresh prompts, a bounded number of rounds."""
+    def _resample(self, scored: Scored, step: int, watch: Stopwatch) -> tuple[Scored, Scored, int]:
+        """Replace zero-signal groups with fresh prompts, a bounded number of rounds; returns
+        (the batch to train on, the groups dropped on the way, the rounds run)."""
         d, g = self.cfg.data, self.cfg.rollout.group_size
         rounds = 0
+        dropped = Scored([], [], [])
         while d.dynamic_sampling and rounds < d.max_resample_rounds:
             keep = groups_with_signal(scored, g)
             missing = d.prompts_per_step - sum(keep)
@@ -121,15 +131,19 @@ class GRPOTrainer:
             fresh = (self.pipeline.run(lambda: self.rollout(more, watch)) if self.pipeline is not None
                      else self.rollout(more, watch))
             self.parts.drawer.observe(fresh, g, step)
+            dropped = dropped + scored.keep_groups([not k for k in keep], g)
             scored = scored.keep_groups(keep, g) + fresh
             rounds += 1
-        return scored, rounds
+        return scored, dropped, rounds
 
     def _advantages(self, scored: Scored) -> tuple[AdvantageStats, torch.Tensor]:
         rewards = torch.tensor([v.reward if v.scored else math.nan for v in scored.verdicts])
         valid = torch.tensor([v.scored for v in scored.verdicts])
         adv = group_advantages(rewards, self.cfg.rollout.group_size, scale=self.cfg.objective.scale_rewards,
                                valid=valid)
+        if self.cfg.data.skip_reweight:   # undo the prompt mix that skipping changed: 1 / P(kept) per group
+            weights = torch.tensor([self.parts.drawer.weight_of(item) for item in scored.items])
+            adv = replace(adv, advantages=adv.advantages * weights)
         return adv, valid
 
     def learn(self, batch: TrainBatch, watch: Stopwatch) -> dict[str, float]:
@@ -163,10 +177,12 @@ class GRPOTrainer:
         else:
             self.generator.sync_weights()
 
-    def _row(self, step: int, scored: Scored, adv: AdvantageStats, learn: dict[str, float], watch: Stopwatch,
-             rounds: int, step_s: float, lags: Optional[list[int]]) -> dict[str, Any]:
+    def _row(self, step: int, scored: Scored, dropped: Scored, adv: AdvantageStats, learn: dict[str, float],
+             watch: Stopwatch, rounds: int, step_s: float, lags: Optional[list[int]]) -> dict[str, Any]:
         zero = adv.zero_signal.tolist()
-        self.totals = self.totals.add(*token_counts(scored, zero))
+        generated, zero_tokens = token_counts(scored, zero)
+        dropped_tokens = token_counts(dropped, [True] * len(dropped.rollouts))[0]   # every dropped group: zero signal
+        self.totals = self.totals.add(generated + dropped_tokens, zero_tokens + dropped_tokens)
         kind, peak = peak_memory_bytes()
         sync = self.generator.last_sync
         values = StepValues(
@@ -175,7 +191,8 @@ class GRPOTrainer:
             # async: the version the engine holds once the queued syncs land (the applied one races the thread)
             weight_version=self.pipeline.next_version if self.pipeline is not None else self.generator.weight_version,
             tokens_saved_by_skip=self.parts.drawer.memory.tokens_saved, memory_kind=kind, peak_memory_bytes=peak,
-            rounds=rounds, lags=lags, sync_bytes=sync.bytes if sync is not None else None)
+            rounds=rounds, lags=lags, sync_bytes=sync.bytes if sync is not None else None,
+            dropped=dropped if self.cfg.data.dynamic_sampling else None)
         self.parts.log.samples(sample_rows(step, scored, self.cfg.rollout.group_size, self.cfg.log.sample_completions))
         return step_row(values)
 
@@ -216,7 +233,8 @@ class GRPOTrainer:
         return list(state.get("pending_batches", []))
 
     def save_checkpoint(self, step: int) -> Path:
-        return save_checkpoint(self.parts, self.cfg.output_dir, step, self.state_dict(step))
+        return save_checkpoint(self.parts, self.cfg.output_dir, step, self.state_dict(step),
+                               keep=self.cfg.checkpoint.save_total_limit)
 
     def resume(self, where: str) -> list[list[SuiteItem]]:
         path, state = load_checkpoint(self.parts, self.cfg.output_dir, where)

@@ -83,7 +83,7 @@ class Learner:
         """``passes`` optimizer steps over ``batch`` (μ), each accumulating every micro-batch."""
         micro = self.micro_batches(len(batch))
         values: dict[str, list[float]] = {}
-        stats = LearnStats(learned_rows=len(batch))
+        stats = LearnStats(learned_rows=len(batch), lr=self.lr)   # the rate this update applies
         for p in self.parts:
             p.model.train()   # gradient checkpointing runs in train mode only; dropout is off
         try:

@@ -78,11 +78,14 @@ class PassRateMemory:
         base = log_beta(a, b)
         return math.exp(log_beta(a + g, b) - base) + math.exp(log_beta(a, b + g) - base)
 
-    def should_skip(self, prompt_id: str, rng: random.Random) -> bool:
+    def keep_probability(self, prompt_id: str) -> float:
+        """The chance a draw of this prompt is kept: 1, or ``retry_prob`` when it is skippable."""
         prob = self.zero_signal_prob(prompt_id)
-        if prob is None or prob <= self.skip_threshold:
-            return False
-        return rng.random() >= self.retry_prob
+        return 1.0 if prob is None or prob <= self.skip_threshold else self.retry_prob
+
+    def should_skip(self, prompt_id: str, rng: random.Random) -> bool:
+        keep = self.keep_probability(prompt_id)
+        return keep < 1.0 and rng.random() >= keep
 
     def note_skip(self, expected_tokens: int) -> None:
         self.skipped += 1

@@ -29,7 +29,8 @@ from .config import GRPOConfig
 from .learner import Learner, Trainable, disable_dropout
 from .metrics import Stopwatch, peak_memory_bytes
 from .objective import fixed_logps, reference_logps
-from .records import LossSpec, Scored, StepValues, Totals, TrainBatch
+from .records import LearnStats, LossSpec, Scored, StepValues, Totals, TrainBatch
+from .sampling import InfraGuard
 from .run import build_parts, load_checkpoint, save_checkpoint, save_model, train_loop
 from .step_row import sample_rows, step_row, token_counts
 
@@ -109,6 +110,7 @@ class PPOTrainer:
                                micro_batch_size=config.optim.micro_batch_size, max_grad_norm=config.optim.max_grad_norm,
                                warn=lambda m: p.log.console.print(f"[yellow]warning:[/yellow] {m}"))
         self.spec = LossSpec.from_config(config.objective, config.rollout)
+        self.infra = InfraGuard(config.optim.max_infra_frac, self.learner.warn)
         self.totals = Totals()
         self.plots: list[Path] = []
         self.start_step = 0
@@ -121,11 +123,18 @@ class PPOTrainer:
     def nonfinite_streak(self) -> int:
         return self.learner.nonfinite_streak
 
+    @property
+    def infra_streak(self) -> int:
+        return self.infra.streak
+
     def step(self, step: int) -> dict[str, Any]:
         watch, t_step = Stopwatch(), time.perf_counter()
         # 1. rollouts: B prompts, n completions each, scored
         scored = self.parts.rollouts(self.parts.drawer.draw(self.cfg.data.prompts_per_step), watch)
         self.parts.drawer.observe(scored, self.cfg.rollout.group_size, step)
+        if self.infra.blocks(scored, step):   # the machinery failed: no update on a batch it could not judge
+            learn = LearnStats.not_taken().as_dict() | {"skipped_infra": 1}
+            return self._row(step, scored, learn, watch, time.perf_counter() - t_step)
         # 2. batch (advantages come per token, from the critic)
         valid = [v.scored for v in scored.verdicts]
         batch = build_batch(scored.rollouts, [0.0] * len(scored.rollouts), valid, self.tokenizer.pad_token_id,
@@ -188,7 +197,8 @@ class PPOTrainer:
         self.generator.restore(state["weight_version"])
 
     def save_checkpoint(self, step: int) -> Path:
-        return save_checkpoint(self.parts, self.cfg.output_dir, step, self.state_dict(step))
+        return save_checkpoint(self.parts, self.cfg.output_dir, step, self.state_dict(step),
+                               keep=self.cfg.checkpoint.save_total_limit)
 
     def save_model(self, path: Path) -> None:
         save_model(self.parts, self.tokenizer, path)

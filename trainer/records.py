@@ -115,6 +115,7 @@ class LearnStats:
     grad_norm: float = 0.0
     skipped_nonfinite: int = 0
     learned_rows: int = 0
+    lr: float = math.nan                     # the learning rate of the (first) optimizer step
 
     @classmethod
     def not_taken(cls) -> "LearnStats":
@@ -123,7 +124,7 @@ class LearnStats:
 
     def as_dict(self) -> dict[str, float]:
         return {**self.values, "loss": self.loss, "grad_norm": self.grad_norm,
-                "skipped_nonfinite": self.skipped_nonfinite, "learned_rows": self.learned_rows}
+                "skipped_nonfinite": self.skipped_nonfinite, "learned_rows": self.learned_rows, "lr": self.lr}
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,7 @@ class StepValues:
     rounds: int = 0                   # dynamic-sampling rounds
     lags: Optional[list[int]] = None  # async: each rollout's staleness in optimizer steps
     sync_bytes: Optional[float] = None
+    dropped: Optional[Scored] = None  # dynamic sampling: the zero-signal groups replaced this step
     extra: dict[str, Any] = field(default_factory=dict)   # algorithm-specific values (PPO's critic)
 
 

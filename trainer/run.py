@@ -111,13 +111,24 @@ def _prepare_policy(cfg: GRPOConfig, model: Any, accelerator: Any) -> tuple[Trai
     if cfg.objective.beta > 0 and o.lora_rank == 0:
         ref_model = copy.deepcopy(model).eval().requires_grad_(False)
     optimizer = adamw([p for p in model.parameters() if p.requires_grad], o.learning_rate, o.weight_decay)
-    warmup = o.warmup_steps
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
-    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    scheduler = lr_schedule(optimizer, o.lr_scheduler, o.warmup_steps, cfg.max_steps * cfg.objective.num_iterations)
+    model, optimizer = accelerator.prepare(model, optimizer)
     model.eval()   # rollouts in eval mode; the learner switches to train mode for the update
+    # Stepped once per optimizer step by the learner on every process (not through accelerate,
+    # which would step it once per process); checkpointed with the rest.
+    accelerator.register_for_checkpointing(scheduler)
     if ref_model is not None:
         ref_model.to(accelerator.device)
     return Trainable(model, optimizer, scheduler), ref_model
+
+
+def lr_schedule(optimizer: torch.optim.Optimizer, kind: str, warmup_steps: int, total_steps: int) -> Any:
+    """Linear warmup from 0 over ``warmup_steps``, then constant, linear to 0 or cosine to 0 at
+    ``total_steps`` optimizer steps: transformers' schedules, as TRL and the HF Trainer use them."""
+    from transformers import get_scheduler
+
+    name = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}[kind]
+    return get_scheduler(name, optimizer, num_warmup_steps=warmup_steps, num_training_steps=max(1, total_steps))
 
 
 def adamw(params: list[torch.nn.Parameter], lr: float, weight_decay: float = 0.0) -> torch.optim.Optimizer:
@@ -150,6 +161,9 @@ class LoopTrainer(Protocol):
     @property
     def nonfinite_streak(self) -> int: ...
 
+    @property
+    def infra_streak(self) -> int: ...
+
 
 def train_loop(trainer: LoopTrainer, parts: RunParts, cfg: GRPOConfig, start_step: int, title: str
                ) -> tuple[list[dict[str, Any]], list[Path]]:
@@ -170,6 +184,13 @@ def train_loop(trainer: LoopTrainer, parts: RunParts, cfg: GRPOConfig, start_ste
                     f"{trainer.nonfinite_streak} steps in a row had a non-finite loss or gradient; stopped at step "
                     f"{step} with a checkpoint in {path}. Lower optim.learning_rate, check the rewards for NaN, or "
                     "try optim.mixed_precision: no; resume with checkpoint.resume_from.")
+            if trainer.infra_streak >= cfg.optim.max_infra_steps:
+                path = trainer.save_checkpoint(step)
+                raise RuntimeError(
+                    f"{trainer.infra_streak} steps in a row had more than {cfg.optim.max_infra_frac:.0%} of their "
+                    f"completions not judged (infra_error); stopped at step {step} with a checkpoint in {path}. "
+                    "Check the sandbox hosts (`proctor doctor`) or the scorer named in the warnings above, then "
+                    "resume with checkpoint.resume_from.")
             every = cfg.checkpoint.save_every
             if every and step % every == 0 and step < cfg.max_steps:
                 trainer.save_checkpoint(step)
@@ -208,9 +229,11 @@ def save_model(parts: RunParts, tokenizer: Any, path: Path) -> None:
 
 
 
-def save_checkpoint(parts: RunParts, output_dir: str, step: int, state: dict[str, Any]) -> Path:
+def save_checkpoint(parts: RunParts, output_dir: str, step: int, state: dict[str, Any],
+                    keep: Optional[int] = None) -> Path:
     """Model, optimizer and scheduler through accelerate, then each process's own state;
-    rank 0's file goes last and marks the checkpoint complete."""
+    rank 0's file goes last and marks the checkpoint complete. ``keep``: only the newest
+    that many checkpoints stay (``checkpoint.save_total_limit``)."""
     path = checkpoint.checkpoint_dir(output_dir, step)
     acc = parts.accelerator
     acc.save_state(str(path))
@@ -219,6 +242,7 @@ def save_checkpoint(parts: RunParts, output_dir: str, step: int, state: dict[str
     acc.wait_for_everyone()
     if acc.process_index == 0:
         checkpoint.save(path, state, 0)
+        checkpoint.prune(output_dir, keep)
     acc.wait_for_everyone()
     return path
 

@@ -38,6 +38,8 @@ class PromptDrawer:
         self.memory = memory
         self.skip_zero_signal = skip_zero_signal
         self.default_tokens = default_tokens
+        # (env, task id) → 1 / P(a draw of it is kept), for the prompts drawn lately (skip_reweight)
+        self.weights: dict[tuple[str, str], float] = {}
         self.recent_lengths: list[float] = []      # mean completion length of the last 5 steps
 
     def draw(self, n: int) -> list[SuiteItem]:
@@ -47,11 +49,17 @@ class PromptDrawer:
         while len(items) < n:
             item = self.sample(1, self.np_rng)[0]
             tries += 1
-            if self.skip_zero_signal and tries < 50 * n and self.memory.should_skip(item.task.id, self.rng):
+            keep = self.memory.keep_probability(item.task.id) if self.skip_zero_signal and tries < 50 * n else 1.0
+            if keep < 1.0 and self.rng.random() >= keep:
                 self.memory.note_skip(self.memory.group_size * self.expected_tokens())
                 continue
+            self.weights[(item.env, item.task.id)] = 1.0 / keep
             items.append(item)
         return items
+
+    def weight_of(self, item: SuiteItem) -> float:
+        """1 / P(kept) at the prompt's last draw: the importance weight that undoes skipping."""
+        return self.weights.get((item.env, item.task.id), 1.0)
 
     def observe(self, scored: Scored, group_size: int, step: int) -> None:
         """Every scored group updates the memory; lengths update the expected cost of a skip."""
@@ -70,7 +78,7 @@ class PromptDrawer:
     def state_dict(self) -> dict[str, Any]:
         return {"rng": self.rng.getstate(), "np_rng": self.np_rng.bit_generator.state,
                 "memory": {k: asdict(v) for k, v in self.memory.records.items()},
-                "memory_counters": (self.memory.skipped, self.memory.tokens_saved), "recent_lengths": list(self.recent_lengths)}
+                "memory_counters": (self.memory.skipped, self.memory.tokens_saved), "weights": dict(self.weights), "recent_lengths": list(self.recent_lengths)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.setstate(state["rng"])
@@ -78,6 +86,7 @@ class PromptDrawer:
         self.memory.records = {k: PromptRecord(**v) for k, v in state["memory"].items()}
         self.memory.skipped, self.memory.tokens_saved = state["memory_counters"]
         self.recent_lengths = list(state.get("recent_lengths", []))
+        self.weights = dict(state.get("weights", {}))
 
 
 class RolloutRunner:

@@ -22,7 +22,10 @@ def token_counts(scored: Scored, zero_signal: list[bool]) -> tuple[int, int]:
 
 def step_row(v: StepValues) -> dict[str, Any]:
     """The step's row: rewards, zero-signal, the token ledger, the sampler mismatch, time, memory."""
-    row: dict[str, Any] = {"step": v.step, **_reward_values(v.scored), **_token_values(v)}
+    drawn = v.scored if v.dropped is None else v.scored + v.dropped   # every group scored this step
+    row: dict[str, Any] = {"step": v.step, **_reward_values(drawn), **_token_values(v)}
+    if v.dropped is not None:   # dynamic sampling: what the update saw, after filtering, under its own names
+        row.update({f"{k}_filtered": x for k, x in _reward_values(v.scored).items() if k != "infra_dropped"})
     row.update({
         "kl": v.learn.get("kl_mean", math.nan),
         "clip_low": v.learn.get("clip_low_frac", math.nan),
@@ -34,7 +37,7 @@ def step_row(v: StepValues) -> dict[str, Any]:
         "skipped_infra": v.learn.get("skipped_infra", 0),
         **{k: v.learn[k] for k in LEARN_KEYS if k in v.learn},
         "learned_rows": v.learn["learned_rows"],
-        "lr": v.lr,
+        "lr": v.learn["lr"] if not math.isnan(v.learn.get("lr", math.nan)) else v.lr,
         "time_step_s": v.step_s,
         **{f"time_{k}_s": s for k, s in v.times.items()},
         "memory_kind": v.memory_kind,
@@ -71,12 +74,15 @@ def _reward_values(scored: Scored) -> dict[str, Any]:
 def _token_values(v: StepValues) -> dict[str, Any]:
     generated, zero_tokens = token_counts(v.scored, v.zero_signal)
     lens = [sum(r.learned()) for r in v.scored.rollouts]
+    if v.dropped is not None:   # the dropped groups' tokens were generated too, and taught nothing
+        extra = token_counts(v.dropped, [True] * len(v.dropped.rollouts))[0]
+        generated, zero_tokens = generated + extra, zero_tokens + extra
     return {
         "zero_signal_frac": v.zero_signal_frac,
         "zero_signal_tokens": zero_tokens,
         "zero_signal_token_frac": zero_tokens / generated if generated else 0.0,
         "dynamic_sampling_rounds": v.rounds,
-        "completion_len_mean": generated / len(lens),
+        "completion_len_mean": sum(lens) / len(lens),
         "completion_len_max": max(lens),
         "completion_truncated_frac": sum(r.truncated for r in v.scored.rollouts) / len(lens),
         "tokens_generated": generated,
