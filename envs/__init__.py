@@ -18,7 +18,7 @@ from .core import (BadRow, ChatSpace, CheckReport, EnvSuite, ListSource, Part, P
 from .core.reward_funcs import (RewardFuncError, RewardFunctions, RewardFunctionsVerifier, combine_rewards,
                                 with_reward_funcs)
 from .core.splits import DEFAULT_EVAL_FRACTION, PartitionedSource, in_eval_partition, question_key
-from .loader import EnvLoadError, make_env, make_eval_env
+from .loader import EnvLoadError, limit_tasks, make_env, make_eval_env
 from .registry import SPECS, register_all, registered
 
 register_all()
@@ -37,5 +37,5 @@ __all__ = [
     "exact_verdict", "load_rows", "mean_reward", "SPECS", "register_all", "registered", "as_reward_func",
     "RewardFuncError", "RewardFunctions", "RewardFunctionsVerifier", "combine_rewards", "with_reward_funcs",
     "DEFAULT_EVAL_FRACTION", "PartitionedSource", "in_eval_partition", "question_key", "EnvLoadError", "make_env",
-    "make_eval_env",
+    "make_eval_env", "limit_tasks",
 ]

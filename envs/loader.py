@@ -63,7 +63,11 @@ def make_eval_env(target: str, /, *, eval_fraction: float = DEFAULT_EVAL_FRACTIO
     if limit is not None and limit < 1:
         raise EnvLoadError(f"{target}: limit must be >= 1 (or None for every eval question), got {limit}")
     made = make_env(target, partition="eval", eval_fraction=eval_fraction, **kwargs)
-    env = _verifiable(made, target, "an eval split")
+    return limit_tasks(_verifiable(made, target, "an eval split"), limit)
+
+
+def limit_tasks(env: VerifiableEnv, limit: Optional[int]) -> VerifiableEnv:
+    """The env over its first ``limit`` tasks (all if None): a fixed eval set, not a draw."""
     if limit is not None and limit < len(env.source):
         env.source = ListSource([env.source[i] for i in range(limit)], name=f"{env.source.name}[:{limit}]")
     return env
