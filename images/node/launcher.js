@@ -129,7 +129,16 @@ function parse(file) {
   }
 }
 
+// Node writes to a pipe asynchronously once the pipe is full, and an exit drops what
+// is still queued: blocking writes keep every byte (and make a flood meet the cap).
+function blockingOutput() {
+  for (const stream of [process.stdout, process.stderr]) {
+    if (stream._handle && typeof stream._handle.setBlocking === 'function') stream._handle.setBlocking(true);
+  }
+}
+
 function main() {
+  blockingOutput();
   const scripts = [];
   for (const file of [programPath, testsPath]) {
     if (file !== undefined) scripts.push(parse(file));
