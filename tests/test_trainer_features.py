@@ -105,3 +105,37 @@ def test_save_total_limit_keeps_the_newest_checkpoints(tiny, tmp_path):
     trainer.train()
     kept = sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir())
     assert kept == ["step-3", "step-4"]
+
+
+def test_trl_reward_functions_from_the_config_add_to_the_env_reward(tmp_path):
+    from proctor.trainer.build import build_suite
+    from proctor.trainer.config import GRPOConfig
+
+    funcs = tmp_path / "my_rewards.py"
+    funcs.write_text("def brevity(prompts, completions, **columns):\n"
+                     "    assert 'answer' in columns and len(prompts) == len(completions)\n"
+                     "    return [1.0 if len(c) < 5 else 0.0 for c in completions]\n")
+    envs = {"arith": {"id": "proctor/Arithmetic-v0", "kwargs": {"level": 1, "n": 20,
+                                                                "prompt_template": "What is {expr}?"}}}
+    cfg = GRPOConfig.from_dict({"data": {"envs": envs, "reward_funcs": [f"{funcs}:brevity"], "reward_weights": [0.5]}})
+    suite = build_suite(cfg)
+    item = suite.sample(1, __import__("numpy").random.default_rng(0))[0]
+    right, long_wrong = suite.score_batch([item, item], [item.task.answer, "no idea at all"])
+    assert right.reward == pytest.approx(1.0 + 0.5) and right.correct     # env 1 + 0.5 * brevity 1
+    assert long_wrong.reward == pytest.approx(0.0) and not long_wrong.correct
+
+
+def test_reward_functions_as_callables_and_not_twice(tiny, tmp_path):
+    from proctor.trainer.build import build_suite
+    from proctor.trainer.config import GRPOConfig
+
+    def shout(prompts, completions, **columns):
+        return [float(c.isupper()) for c in completions]
+
+    envs = {"arith": {"id": "proctor/Arithmetic-v0", "kwargs": {"level": 1, "n": 20}}}
+    suite = build_suite(GRPOConfig.from_dict({"data": {"envs": envs}}), [shout], [2.0])
+    item = suite.sample(1, __import__("numpy").random.default_rng(0))[0]
+    assert suite.score_batch([item], ["ABC"])[0].reward == pytest.approx(2.0)
+    both = GRPOConfig.from_dict({"data": {"envs": envs, "reward_funcs": ["x:y"]}})
+    with pytest.raises(ValueError, match="both in the config"):
+        build_suite(both, [shout])

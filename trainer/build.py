@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import proctor.envs  # noqa: F401 - registers the built-in envs
 from proctor.envs import EnvSuite, ListSource, VerifiableEnv
+from proctor.envs.core.reward_funcs import FuncSpec, with_reward_funcs
 from proctor.envs.loader import EnvLoadError, make_env, make_eval_env
 
 from .config import GRPOConfig
@@ -13,12 +14,32 @@ from .grpo import GRPOTrainer
 from .ppo import PPOTrainer, ValueModel
 
 
-def build_suite(cfg: GRPOConfig) -> EnvSuite:
-    """The train envs; with ``eval.split`` each draws only its train partition."""
+def build_suite(cfg: GRPOConfig, reward_funcs: Sequence[FuncSpec] = (),
+                reward_weights: Optional[Sequence[float]] = None) -> EnvSuite:
+    """The train envs; with ``eval.split`` each draws only its train partition.
+
+    Reward functions (``data.reward_funcs``, or ``reward_funcs`` given here as callables with
+    TRL's signature) are added on top of every env: reward = the env's reward + sum_k w_k f_k
+    (``proctor.envs.core.reward_funcs``); the env still decides what is correct."""
     split = {"partition": "train", "eval_fraction": cfg.eval.split} if cfg.eval.split > 0 else {}
     envs = {name: _load_env(f"data.envs.{name}", spec, cfg.data.system_prompt, make_env, split)
             for name, spec in cfg.data.envs.items()}
+    funcs, weights = _reward_funcs(cfg, reward_funcs, reward_weights)
+    if funcs:
+        envs = {name: with_reward_funcs(env, funcs, weights) for name, env in envs.items()}
     return EnvSuite(envs, cfg.data.env_weights)
+
+
+def _reward_funcs(cfg: GRPOConfig, given: Sequence[FuncSpec], weights: Optional[Sequence[float]]
+                  ) -> tuple[list[FuncSpec], Optional[list[float]]]:
+    if given and cfg.data.reward_funcs:
+        raise ValueError("reward functions given both in the config (data.reward_funcs) and as an argument: "
+                         "use one of the two")
+    if weights is not None and len(weights) != len(given):
+        raise ValueError(f"{len(weights)} reward_weights for {len(given)} reward_funcs: give one per function")
+    if given:
+        return list(given), None if weights is None else list(weights)
+    return list(cfg.data.reward_funcs), cfg.data.reward_weights
 
 
 def build_eval_suite(cfg: GRPOConfig) -> Optional[EnvSuite]:
@@ -82,9 +103,12 @@ def load_model(cfg: GRPOConfig) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def build_trainer(cfg: GRPOConfig) -> "GRPOTrainer | PPOTrainer":
+def build_trainer(cfg: GRPOConfig, reward_funcs: Sequence[FuncSpec] = (),
+                  reward_weights: Optional[Sequence[float]] = None) -> "GRPOTrainer | PPOTrainer":
+    """The model, the env suite (with any reward functions on top) and the trainer a config names."""
     model, tokenizer = load_model(cfg)
+    suite = build_suite(cfg, reward_funcs, reward_weights)
     if cfg.objective.algorithm == "ppo":
-        return PPOTrainer(cfg, build_suite(cfg), model, tokenizer, ValueModel.from_pretrained(model.name_or_path),
+        return PPOTrainer(cfg, suite, model, tokenizer, ValueModel.from_pretrained(model.name_or_path),
                           eval_suite=build_eval_suite(cfg))
-    return GRPOTrainer(cfg, build_suite(cfg), model, tokenizer, eval_suite=build_eval_suite(cfg))
+    return GRPOTrainer(cfg, suite, model, tokenizer, eval_suite=build_eval_suite(cfg))
