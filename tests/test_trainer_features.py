@@ -139,3 +139,35 @@ def test_reward_functions_as_callables_and_not_twice(tiny, tmp_path):
     both = GRPOConfig.from_dict({"data": {"envs": envs, "reward_funcs": ["x:y"]}})
     with pytest.raises(ValueError, match="both in the config"):
         build_suite(both, [shout])
+
+
+def test_epochs_visit_every_task_once_per_epoch_in_a_fresh_order():
+    import numpy as np
+
+    from proctor.envs import EnvSuite, ListSource, Task, VerifiableEnv
+    from proctor.trainer.sampling import EpochOrder
+
+    tasks = [Task(id=f"t{i}", prompt=f"q{i}", answer="a") for i in range(10)]
+    suite = EnvSuite({"a": VerifiableEnv(ListSource(tasks[:6]), DigitShare()),
+                      "b": VerifiableEnv(ListSource(tasks[6:]), DigitShare())})
+    order = EpochOrder(suite, shuffle=True, seed=3)
+    first, second = order.sample(10), order.sample(10)
+    assert sorted(i.task.id for i in first) == sorted(t.id for t in tasks) == sorted(i.task.id for i in second)
+    assert [i.task.id for i in first] != [i.task.id for i in second] and order.epoch == 1
+    plain = EpochOrder(suite, shuffle=False)
+    assert [i.task.id for i in plain.sample(10)] == [t.id for t in tasks]
+    shares = [EpochOrder(suite, True, seed=3, rank=r, world=2).sample(5) for r in (0, 1)]
+    ids = [i.task.id for share in shares for i in share]
+    assert sorted(ids) == sorted(t.id for t in tasks)          # two processes: disjoint halves of one epoch
+    resumed = EpochOrder(suite, True, seed=99)
+    order2 = EpochOrder(suite, True, seed=3)
+    order2.sample(4)
+    resumed.load_state_dict(order2.state_dict())
+    assert [i.task.id for i in resumed.sample(8)] == [i.task.id for i in order2.sample(8)]
+    assert np.isclose(order2.progress(), 1.2)
+
+
+def test_a_run_in_epochs_mode_draws_without_replacement(tiny, tmp_path):
+    trainer = trainer_for(tiny, tmp_path, DigitShare(), order="epochs")
+    ids = [it.task.id for it in trainer.draw_prompts(12)]
+    assert sorted(ids) == sorted(f"t{i}" for i in range(12))

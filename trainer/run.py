@@ -29,7 +29,7 @@ from .multiturn import continue_turns
 from .passrate import PassRateMemory
 from .rollout import Generator, SamplingParams
 from .rollout.factory import make_generator
-from .sampling import PromptDrawer, RolloutRunner
+from .sampling import EpochOrder, PromptDrawer, RolloutRunner
 from .step_row import gather_row
 
 
@@ -69,8 +69,10 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
                               max_new_tokens=r.max_new_tokens)
     # Each process draws its own prompts (data parallelism); weights start identical.
     memory = PassRateMemory(r.group_size, skip_threshold=cfg.data.skip_threshold)
+    epochs = (EpochOrder(suite, cfg.data.shuffle, cfg.seed, rank, accelerator.num_processes)
+              if cfg.data.order == "epochs" else None)
     drawer = PromptDrawer(suite.sample, cfg.seed + 1000 * rank, memory, cfg.data.skip_predicted_zero_signal,
-                          r.max_new_tokens)
+                          r.max_new_tokens, epochs)
     more_turns = (functools.partial(continue_turns, suite, generator, tokenizer, sampling)
                   if any(env.max_turns > 1 for env in suite.envs.values()) else None)
     runner = RolloutRunner(generator, functools.partial(tokenize, suite, tokenizer), suite.score_batch, sampling,

@@ -27,12 +27,60 @@ ScoreFn = Callable[[list[SuiteItem], list[str]], list[Verdict]]
 MoreTurns = Callable[[list[SuiteItem], list[Rollout], list[Verdict], Callable], tuple[list, list, int]]
 
 
+class EpochOrder:
+    """Every task of every env once per epoch (TRL's dataset semantics), in a fresh shuffled
+    order each epoch when ``shuffle`` (else in the envs' own order); env weights do not apply.
+    Under data parallelism the epoch's order is the same on every process (one seed) and
+    process ``rank`` of ``world`` takes every world-th task of it: disjoint shares."""
+
+    def __init__(self, suite: Any, shuffle: bool = True, seed: int = 0, rank: int = 0, world: int = 1) -> None:
+        self.suite = suite
+        self.shuffle = shuffle
+        self.rng = np.random.default_rng(seed)
+        self.rank, self.world = rank, world
+        self.all = [(name, i) for name, env in suite.envs.items() for i in range(len(env.source))]
+        self.order: list[int] = []
+        self.cursor = 0
+        self.epoch = 0                     # completed epochs
+
+    def sample(self, n: int, rng: Optional[np.random.Generator] = None) -> list[SuiteItem]:
+        """The next ``n`` tasks of this process's share (``rng`` is not used: the order has its own)."""
+        out = []
+        while len(out) < n:
+            if self.cursor >= len(self.order):
+                if self.order:
+                    self.epoch += 1
+                full = self.rng.permutation(len(self.all)) if self.shuffle else np.arange(len(self.all))
+                self.order = [int(i) for i in full[self.rank::self.world]]
+                if not self.order:
+                    raise ValueError(f"{len(self.all)} tasks cannot be shared among {self.world} processes")
+                self.cursor = 0
+            name, index = self.all[self.order[self.cursor]]
+            self.cursor += 1
+            out.append(SuiteItem(name, self.suite.envs[name].source[index]))
+        return out
+
+    def progress(self) -> float:
+        """Epochs done, fractional."""
+        return self.epoch + (self.cursor / len(self.order) if self.order else 0.0)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"order": list(self.order), "cursor": self.cursor, "epoch": self.epoch,
+                "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.order, self.cursor, self.epoch = list(state["order"]), state["cursor"], state["epoch"]
+        self.rng.bit_generator.state = state["rng"]
+
+
 class PromptDrawer:
     """Tasks for a step, one process's own stream (seeded by rank), with pass-rate memory."""
 
     def __init__(self, sample: Callable[[int, np.random.Generator], list[SuiteItem]], seed: int,
-                 memory: PassRateMemory, skip_zero_signal: bool, default_tokens: int) -> None:
-        self.sample = sample
+                 memory: PassRateMemory, skip_zero_signal: bool, default_tokens: int,
+                 epochs: Optional[EpochOrder] = None) -> None:
+        self.sample = epochs.sample if epochs is not None else sample
+        self.epochs = epochs
         self.rng = random.Random(seed)
         self.np_rng = np.random.default_rng(seed)
         self.memory = memory
@@ -78,7 +126,8 @@ class PromptDrawer:
     def state_dict(self) -> dict[str, Any]:
         return {"rng": self.rng.getstate(), "np_rng": self.np_rng.bit_generator.state,
                 "memory": {k: asdict(v) for k, v in self.memory.records.items()},
-                "memory_counters": (self.memory.skipped, self.memory.tokens_saved), "weights": dict(self.weights), "recent_lengths": list(self.recent_lengths)}
+                "memory_counters": (self.memory.skipped, self.memory.tokens_saved), "weights": dict(self.weights),
+                "epochs": self.epochs.state_dict() if self.epochs is not None else None, "recent_lengths": list(self.recent_lengths)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.setstate(state["rng"])
@@ -87,6 +136,8 @@ class PromptDrawer:
         self.memory.skipped, self.memory.tokens_saved = state["memory_counters"]
         self.recent_lengths = list(state.get("recent_lengths", []))
         self.weights = dict(state.get("weights", {}))
+        if self.epochs is not None and state.get("epochs"):
+            self.epochs.load_state_dict(state["epochs"])
 
 
 class RolloutRunner:
@@ -176,4 +227,4 @@ def groups_with_signal(scored: Scored, group_size: int) -> list[bool]:
     return keep
 
 
-__all__ = ["InfraGuard", "PromptDrawer", "RolloutRunner", "groups_with_signal"]
+__all__ = ["EpochOrder", "InfraGuard", "PromptDrawer", "RolloutRunner", "groups_with_signal"]
