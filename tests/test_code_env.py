@@ -280,7 +280,7 @@ def test_code_task_from_row_variants():
     ({"prompt": "p", "tests": 3}, "tests"),
     ({"prompt": "p", "cases": [["only stdin"]]}, "cases"),
     ({"prompt": "p", "cases": "not json"}, "cases"),
-    ({"prompt": "p", "tests": "assert True", "language": "rust"}, "language"),
+    ({"prompt": "p", "tests": "assert True", "language": "cobol"}, "language"),
 ])
 def test_bad_rows_name_the_field(row, field):
     with pytest.raises(BadRow) as info:

@@ -56,7 +56,7 @@ def test_c_and_cpp_keep_apart_except_c_code_for_a_cpp_task():
 
 def test_unknown_language_or_mode_is_a_caller_error():
     with pytest.raises(ValueError, match="python, c, cpp"):
-        extract_code("x", "rust")
+        extract_code("x", "cobol")
     with pytest.raises(ValueError, match="last"):
         extract_code("x", mode="middle")
     with pytest.raises(ValueError, match="parse"):

@@ -33,7 +33,8 @@ FORGED: dict[str, dict[str, tuple[str, str, str]]] = {
         "exit from another thread": ("        new Thread(() -> System.exit(0)).start();\n"
                                      "        try { Thread.sleep(3000); } catch (InterruptedException e) { }\n"
                                      "        return false;\n" + JAVA_END, "", "failed"),
-        "exit in a shutdown hook": ("        Runtime.getRuntime().addShutdownHook(new Thread(() -> System.out.println(\"bye\")));\n"
+        "exit in a shutdown hook": ("        Runtime.getRuntime().addShutdownHook(\n"
+                                    "            new Thread(() -> System.out.println(\"bye\")));\n"
                                     "        System.exit(0);\n        return false;\n" + JAVA_END, "", "failed"),
         "reflection into the launcher": (
             "        try {\n"
@@ -52,7 +53,8 @@ FORGED: dict[str, dict[str, tuple[str, str, str]]] = {
             "        System.exit(0);\n        return false;\n" + JAVA_END, "", "failed"),
         "own Arrays hiding java.util.Arrays": (
             "        return false;\n" + JAVA_END,
-            "class Arrays {\n    static <T> java.util.List<T> asList(T... t) { return new java.util.ArrayList<>(); }\n}\n",
+            "class Arrays {\n"
+            "    static <T> java.util.List<T> asList(T... t) { return new java.util.ArrayList<>(); }\n}\n",
             "compile_error"),
     },
     "go": {
@@ -172,7 +174,8 @@ ATTACKS = {
         "memory": "        java.util.List<long[]> l = new java.util.ArrayList<>();\n"
                   "        while (true) l.add(new long[1 << 20]);\n" + JAVA_END,
         "output flood": "        String s = \"x\".repeat(1 << 20);\n"
-                        "        for (int i = 0; i < 100; i++) System.out.print(s);\n        return false;\n" + JAVA_END,
+                        "        for (int i = 0; i < 100; i++) System.out.print(s);\n"
+                        "        return false;\n" + JAVA_END,
         "cpu loop": "        while (true) { }\n" + JAVA_END,
         "fork bomb": "        for (int i = 0; i < 300; i++) {\n"
                      "            try { new ProcessBuilder(\"sleep\", \"30\").start(); } catch (Exception e) { }\n"
@@ -183,17 +186,22 @@ ATTACKS = {
         "network": "        try { new java.net.Socket(\"1.1.1.1\", 80); }\n"
                    "        catch (java.io.IOException e) { throw new RuntimeException(e); }\n        return false;\n"
                    + JAVA_END,
-        "write outside /work": "        try { java.nio.file.Files.writeString(java.nio.file.Path.of(\"/opt/proctor/x\"), \"1\"); }\n"
+        "write outside /work": "        try {\n"
+                               "            java.nio.file.Files.writeString(\n"
+                               "                java.nio.file.Path.of(\"/opt/proctor/x\"), \"1\");\n"
+                               "        }\n"
                                "        catch (java.io.IOException e) { throw new RuntimeException(e); }\n"
                                "        return false;\n" + JAVA_END,
     },
     "go": {
         "memory": "    var l [][]byte\n    for {\n        b := make([]byte, 50<<20)\n"
-                  "        for i := range b {\n            b[i] = 1\n        }\n        l = append(l, b)\n    }\n" + GO_END,
+                  "        for i := range b {\n            b[i] = 1\n        }\n"
+                  "        l = append(l, b)\n    }\n" + GO_END,
         "output flood": "    s := string(make([]byte, 1<<20))\n    for i := 0; i < 100; i++ {\n"
                         "        os.Stdout.WriteString(s)\n    }\n    return false\n" + GO_END,
         "cpu loop": "    for {\n    }\n" + GO_END,
-        "fork bomb": "    for i := 0; i < 300; i++ {\n        syscall.ForkExec(\"/bin/sleep\", []string{\"sleep\", \"30\"}, nil)\n"
+        "fork bomb": "    for i := 0; i < 300; i++ {\n"
+                     "        syscall.ForkExec(\"/bin/sleep\", []string{\"sleep\", \"30\"}, nil)\n"
                      "    }\n    for {\n    }\n" + GO_END,
         "network": "    var sa syscall.SockaddrInet4\n    sa.Port = 80\n    sa.Addr = [4]byte{1, 1, 1, 1}\n"
                    "    fd, _ := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)\n"
@@ -207,7 +215,8 @@ ATTACKS = {
         "output flood": "    let s = \"x\".repeat(1 << 20);\n    for _ in 0..100 {\n        print!(\"{}\", s);\n    }\n"
                         "    false\n" + RUST_END,
         "cpu loop": "    loop {}\n" + RUST_END,
-        "fork bomb": "    for _ in 0..300 {\n        let _ = std::process::Command::new(\"sleep\").arg(\"30\").spawn();\n"
+        "fork bomb": "    for _ in 0..300 {\n"
+                     "        let _ = std::process::Command::new(\"sleep\").arg(\"30\").spawn();\n"
                      "    }\n    loop {}\n" + RUST_END,
         "network": "    std::net::TcpStream::connect(\"1.1.1.1:80\").unwrap();\n    false\n" + RUST_END,
         "write outside /work": "    std::fs::write(\"/opt/proctor/x\", \"1\").unwrap();\n    false\n" + RUST_END,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from humaneval_x import LANGUAGES, first, problems
+from proctor.envs.code.extract import extract_code, normalize_language
 from proctor.sandbox import Job, Limits, Result, Sandbox
 
 pytestmark = pytest.mark.docker
@@ -110,7 +111,8 @@ def test_java_main_class_and_file_names_follow_the_public_classes(sb):
 def test_java_program_may_not_hide_jdk_types_from_the_tests(sb):
     """A class Arrays of the program would replace java.util.Arrays in the tests' checks."""
     p = first("java")
-    forged = ("class Arrays {\n  static <T> java.util.List<T> asList(T... t) { return new java.util.ArrayList<>(); }\n}\n")
+    forged = ("class Arrays {\n"
+              "  static <T> java.util.List<T> asList(T... t) { return new java.util.ArrayList<>(); }\n}\n")
     r = sb.run(p.job(p.wrong_solution, after=forged, limits=LIM))
     assert r.status == "compile_error", explain(r)
     assert "Arrays" in r.stderr and "rename" in r.stderr, explain(r)
@@ -126,7 +128,8 @@ def test_go_tests_need_test_functions(sb):
 def test_go_plain_testing_without_testify(sb):
     code = "package main\n\nfunc Add(a, b int) int { return a + b }\n"
     tests = ('package main\n\nimport "testing"\n\n'
-             "func TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n\t\tt.Fatalf(\"Add(2, 3) = %d\", Add(2, 3))\n\t}\n}\n"
+             "func TestAdd(t *testing.T) {\n\tif Add(2, 3) != 5 {\n"
+             "\t\tt.Fatalf(\"Add(2, 3) = %d\", Add(2, 3))\n\t}\n}\n"
              "func TestSub(t *testing.T) {\n\tt.Run(\"zero\", func(t *testing.T) {\n"
              "\t\tif Add(0, 0) != 0 {\n\t\t\tt.Error(\"zero\")\n\t\t}\n\t})\n}\n")
     ok, bad = sb.run_many([Job(language="go", code=code, tests=tests, limits=LIM),
@@ -173,3 +176,19 @@ def test_javascript_require_and_assert_module(sb):
     tests = "const assert = require('assert');\nassert.strictEqual(base('/a/b.txt'), 'b.txt');\n"
     r = sb.run(Job(language="javascript", code=code, tests=tests, limits=LIM))
     assert r.status == "passed", explain(r)
+
+
+# ---------------------------------------------------------------- the Code env (no engine)
+
+@pytest.mark.parametrize("language,tag,bare", [
+    ("java", "java", "import java.util.*;\nclass Solution {}\n"),
+    ("go", "golang", "package main\n\nfunc F() {}\n"),
+    ("rust", "rs", "fn f() -> i32 { 1 }\n"),
+    ("javascript", "js", "const f = (x) => x;\n"),
+])
+def test_code_env_takes_the_new_languages(language, tag, bare):
+    assert normalize_language(tag) == language
+    answer = f"Here:\n```python\nprint(1)\n```\n```{tag}\n{bare}```\n"
+    assert extract_code(answer, language) == bare
+    assert extract_code(bare, language) == bare                      # no fence: it opens like a source file
+    assert extract_code("Sure, here it is.", language) is None

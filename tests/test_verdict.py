@@ -198,7 +198,7 @@ def test_corrupt_stream_is_an_infra_error():
 
 # ---------------------------------------------------------------- bad input names the field
 @pytest.mark.parametrize("kwargs,field", [
-    (dict(language="rust", code=""), "language"),
+    (dict(language="cobol", code=""), "language"),
     (dict(language="python", code=b"x"), "code"),
     (dict(language="python", code="", cases=[("in",)]), "cases[0]"),
     (dict(language="python", code="", files={"../x": "y"}), "files"),

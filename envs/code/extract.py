@@ -23,14 +23,26 @@ _TAGS: dict[str, frozenset[str]] = {
     "python": frozenset({"python", "py", "python3", "py3"}),
     "cpp": frozenset({"cpp", "c++", "cxx", "cc", "hpp", "cplusplus"}),
     "c": frozenset({"c", "h"}),
+    "java": frozenset({"java"}),
+    "go": frozenset({"go", "golang"}),
+    "rust": frozenset({"rust", "rs"}),
+    "javascript": frozenset({"javascript", "js", "node", "nodejs", "mjs", "cjs"}),
 }
-_COMPATIBLE: dict[str, tuple[str, ...]] = {"python": (), "cpp": ("c",), "c": ()}
-_ALIASES = {"py": "python", "python3": "python", "c++": "cpp", "cxx": "cpp"}
+_COMPATIBLE: dict[str, tuple[str, ...]] = {"python": (), "cpp": ("c",), "c": (), "java": (), "go": (), "rust": (),
+                                           "javascript": ()}
+_ALIASES = {"py": "python", "python3": "python", "c++": "cpp", "cxx": "cpp", "golang": "go", "rs": "rust",
+            "js": "javascript", "node": "javascript", "nodejs": "javascript"}
 
 _OPEN = re.compile(r"^(?P<indent>[ \t]{0,3})(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^`\n]*?)[ \t]*$")
 _THINK_END = "</think>"
 # Bare C/C++ is accepted only when it opens like a source file: there is no parser to ask.
 _C_START = re.compile(r"^\s*(#\s*(include|define|pragma)\b|using\s+namespace\b|int\s+main\s*\()")
+_START = {"c": _C_START, "cpp": _C_START,
+          "java": re.compile(r"^\s*(import\s+[\w.]+(\.\*)?\s*;"
+                             r"|(public\s+|final\s+|abstract\s+)*(class|interface|record|enum)\s)"),
+          "go": re.compile(r"^\s*package\s+\w+"),
+          "rust": re.compile(r"^\s*(use\s+[\w:]+|(pub\s+)?fn\s+\w+|#!?\[|(pub\s+)?(struct|enum|impl|mod)\s)"),
+          "javascript": re.compile(r"^\s*(['\"]use strict['\"]|(const|let|var|function|class|async\s+function)\s)")}
 
 
 @dataclass(frozen=True)
@@ -43,11 +55,12 @@ class Block:
 
 
 def normalize_language(language: str) -> str:
-    """'python' / 'c' / 'cpp' (also 'py', 'c++'); ValueError for anything else."""
+    """'python', 'c', 'cpp', 'java', 'go', 'rust' or 'javascript' (also 'py', 'c++', 'js', ...); else ValueError."""
     key = str(language).strip().lower()
     key = _ALIASES.get(key, key)
     if key not in _TAGS:
-        raise ValueError(f"language must be one of python, c, cpp (or py, c++); got {language!r}")
+        raise ValueError("language must be one of python, c, cpp, java, go, rust, javascript "
+                         f"(or py, c++, golang, rs, js); got {language!r}")
     return key
 
 
@@ -102,7 +115,7 @@ def extract_code(completion: str, language: str = "python", mode: str = "last", 
     ``first``, ``all`` (every chosen block joined in order, for answers split into
     pieces) or ``longest``. With no fence at all, ``fallback`` decides: ``parse``
     takes the whole answer when it is code (Python: it parses and is more than a bare
-    name or constant; C/C++: it opens like a source file), ``whole`` takes it as is,
+    name or constant; other languages: it opens like a source file), ``whole`` takes it as is,
     ``none`` gives ``None``.
     """
     lang = normalize_language(language)
@@ -179,7 +192,7 @@ def _fallback(text: str, lang: str, fallback: str) -> Optional[str]:
         if tree is None or not tree.body or all(_trivial(stmt) for stmt in tree.body):
             return None   # "Sure" or "42" parse, but they are prose, not a program
         return text
-    return text if _C_START.match(text) else None
+    return text if _START[lang].match(text) else None
 
 
 def _trivial(stmt: ast.stmt) -> bool:

@@ -2,7 +2,7 @@
 
 A task's ``data`` says how to judge it:
 
-* ``language``: ``python`` (default), ``c`` or ``cpp``.
+* ``language``: ``python`` (default), ``c``, ``cpp``, ``java``, ``go``, ``rust`` or ``javascript``.
 * ``tests``: Python appended to the program (HumanEval/MBPP asserts), or for C/C++ a
   second translation unit with its own ``main``.
 * ``cases``: ``[[stdin, expected_stdout], ...]``; the program must print the expected output.
@@ -33,7 +33,8 @@ from .extract import after_thinking, extract_code, normalize_language, python_pa
 from .feedback import failure_feedback, tail
 
 NO_CODE_FEEDBACK = "No code found. Put your whole solution in one ```{lang} code block."
-_FENCE_NAME = {"python": "python", "c": "c", "cpp": "cpp"}
+_FENCE_NAME = {"python": "python", "c": "c", "cpp": "cpp", "java": "java", "go": "go", "rust": "rust",
+               "javascript": "javascript"}
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,7 @@ def build_job(spec: Mapping[str, Any], code: str, limits: Limits) -> Job:
     lang, tests = spec["language"], spec["tests"]
     if tests and lang == "python":
         tests = python_tests(tests, spec["entry_point"])
-    elif tests:
+    elif tests and lang in ("c", "cpp"):
         code = rename_main(code, tests)
     if spec["limits"]:
         try:
