@@ -171,3 +171,34 @@ def test_a_run_in_epochs_mode_draws_without_replacement(tiny, tmp_path):
     trainer = trainer_for(tiny, tmp_path, DigitShare(), order="epochs")
     ids = [it.task.id for it in trainer.draw_prompts(12)]
     assert sorted(ids) == sorted(f"t{i}" for i in range(12))
+
+
+def test_steps_per_generation_one_generation_several_optimizer_steps(tiny, tmp_path):
+    trainer = trainer_for(tiny, tmp_path, DigitShare(), steps_per_generation=2, max_steps=4)
+    calls = []
+    generate = trainer.generator.generate
+    trainer.generator.generate = lambda prompts, params: calls.append(len(prompts)) or generate(prompts, params)
+    steps = []
+    optimizer_step = trainer.optimizer.step
+    trainer.optimizer.step = lambda *a, **k: steps.append(1) or optimizer_step(*a, **k)
+    rows = trainer.train()
+    assert calls == [6, 6]                        # B=3 prompts per step, 2 steps per generation
+    assert len(steps) == 4 and len(rows) == 4
+    assert [r["weight_version"] for r in rows] == [0, 1, 1, 2]   # synced once per generation
+    assert [r["tokens_generated"] for r in rows] == [3 * 4 * 6] * 4   # each step reports its own share
+    # step 2 trains on rollouts sampled before step 1's update: π_old is fixed, the ratio moved
+    assert rows[1]["clip_low"] is not None and trainer.generation.old_logp is not None
+
+
+def test_steps_per_generation_resumes_mid_generation_exactly(tiny, tmp_path):
+    straight = trainer_for(tiny, tmp_path / "a", DigitShare(), steps_per_generation=2, max_steps=3)
+    rows_a = straight.train()
+    first = trainer_for(tiny, tmp_path / "b", DigitShare(), steps_per_generation=2, max_steps=1)
+    first.train()                                   # stops in the middle of its generation batch
+    resumed = trainer_for(tiny, tmp_path / "b", DigitShare(), steps_per_generation=2, max_steps=3,
+                          resume_from="latest")
+    rows_b = resumed.train()
+    for key in ("loss", "reward_mean", "grad_norm"):
+        assert rows_b[-1][key] == pytest.approx(rows_a[-1][key], rel=1e-5, abs=1e-7), key
+    for (name, a), (_, b) in zip(straight.model.named_parameters(), resumed.model.named_parameters()):
+        assert torch.allclose(a, b, atol=1e-6), name

@@ -323,6 +323,9 @@ def _problems(c: GRPOConfig) -> list[str]:
     if d.reward_weights is not None and len(d.reward_weights) != len(d.reward_funcs):
         problems.append(f"data.reward_weights has {len(d.reward_weights)} weights for {len(d.reward_funcs)} "
                         "data.reward_funcs: give one per function, or none (all 1)")
+    if c.optim.steps_per_generation > 1 and (r.async_generation or o.algorithm == "ppo"):
+        problems.append("optim.steps_per_generation > 1 is for synchronous GRPO: set rollout.async_generation: false "
+                        "and objective.algorithm: grpo, or steps_per_generation: 1")
     return problems + _rollout_problems(c) + _eval_problems(c.eval)
 
 

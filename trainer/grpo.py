@@ -32,7 +32,7 @@ from .learner import Learner
 from .metrics import Stopwatch, peak_memory_bytes
 from .objective import GRPOMicroLoss, fixed_logps, reference_logps
 from .pipeline import RolloutPipeline
-from .records import LearnStats, LossSpec, Scored, StepValues, Totals, TrainBatch
+from .records import Generation, LearnStats, LossSpec, Scored, StepValues, Totals, TrainBatch
 from .rollout.factory import use_sleep
 from .run import build_parts, load_checkpoint, save_checkpoint, save_model, train_loop
 from .sampling import InfraGuard, groups_with_signal
@@ -57,10 +57,11 @@ class GRPOTrainer:
         self.model, self.optimizer, self.scheduler = p.policy.model, p.policy.optimizer, p.policy.scheduler
         self.learner = Learner(p.accelerator, [p.policy], micro_batch_size=config.optim.micro_batch_size,
                                max_grad_norm=config.optim.max_grad_norm, warn=self._warn)
-        self.spec = LossSpec.from_config(config.objective, config.rollout)
+        self.spec = LossSpec.from_config(config.objective, config.rollout, config.optim)
         self.sleeping = use_sleep(config.rollout)   # colocated on a GPU: the engine frees memory for the update
         self.is_mode = is_mode(config.rollout)
         self.infra = InfraGuard(config.optim.max_infra_frac, self._warn)
+        self.generation: Optional[Generation] = None   # the current generation batch (steps_per_generation)
         self.totals = Totals()
         self.plots: list[Path] = []
         self.start_step = 0
@@ -84,27 +85,43 @@ class GRPOTrainer:
     # ================================================================== one step
     def step(self, step: int) -> dict[str, Any]:
         watch, t_step = Stopwatch(), time.perf_counter()
+        spg = self.cfg.optim.steps_per_generation
+        index = (step - 1) % spg             # this step's share of the generation batch
+        if index == 0 or self.generation is None:
+            self.generation = self._generate(step, watch)          # phases 1-4
+        part = self.generation.part(index, self.cfg.rollout.group_size)
+        if self.infra.blocks(part.scored, step):   # the machinery failed: no update on a batch it could not judge
+            learn = LearnStats.not_taken().as_dict() | {"skipped_infra": 1}
+            return self._row(step, part, learn, watch, time.perf_counter() - t_step)
+        # 5. update
+        if self.sleeping:
+            self.generator.sleep()   # the engine's KV cache and weights leave the GPU for the update
+        learn = self.learn(part.batch, watch, num_items=part.num_items, old_logp=part.old_logp)
+        # 6. sync: the next generation samples from the new weights
+        with watch.section("sync"):
+            self._sync(step, last_of_generation=index == spg - 1)
+        # 7. row
+        return self._row(step, part, learn, watch, time.perf_counter() - t_step)
+
+    def _generate(self, step: int, watch: Stopwatch) -> Generation:
+        """Phases 1-4 for B × steps_per_generation prompts."""
         # 1. rollouts
         scored, lags = self._rollouts(step, watch)
         # 2. resample zero-signal groups (DAPO dynamic sampling); dropped groups still cost their tokens
         scored, dropped, rounds = self._resample(scored, step, watch)
         # 3. advantages
         adv, valid = self._advantages(scored)
-        if self.infra.blocks(scored, step):   # the machinery failed: no update on a batch it could not judge
-            learn = LearnStats.not_taken().as_dict() | {"skipped_infra": 1}
-            return self._row(step, scored, dropped, adv, learn, watch, rounds, time.perf_counter() - t_step, lags)
-        # 4. batch
+        # 4. batch (and π_old when later steps of this generation will be off-policy)
         batch = build_batch(scored.rollouts, adv.advantages.tolist(), valid.tolist(), self.tokenizer.pad_token_id,
                             mask_truncated=self.cfg.objective.mask_truncated, device=self.accelerator.device)
-        # 5. update
-        if self.sleeping:
-            self.generator.sleep()   # the engine's KV cache and weights leave the GPU for the update
-        learn = self.learn(batch, watch)
-        # 6. sync
-        with watch.section("sync"):
-            self._sync(step)
-        # 7. row
-        return self._row(step, scored, dropped, adv, learn, watch, rounds, time.perf_counter() - t_step, lags)
+        spg = self.cfg.optim.steps_per_generation
+        old_logp = None
+        if spg > 1:
+            with watch.section("old_logp"):
+                old_logp = fixed_logps(self.model, batch, self.learner.micro_batches(len(batch)),
+                                       self.spec.temperature, self.accelerator.autocast)
+        return Generation(scored, dropped, adv, batch, self.learner.token_count(batch.mask), old_logp, spg,
+                          rounds, lags)
 
     # ================================================================== the phases
     def _rollouts(self, step: int, watch: Stopwatch) -> tuple[Scored, Optional[list[int]]]:
@@ -112,7 +129,8 @@ class GRPOTrainer:
         if self.pipeline is not None:
             scored, lags = self.pipeline.take(step - 1, watch)
         else:
-            scored = self.rollout(self.draw_prompts(self.cfg.data.prompts_per_step), watch)
+            prompts = self.cfg.data.prompts_per_step * self.cfg.optim.steps_per_generation
+            scored = self.rollout(self.draw_prompts(prompts), watch)
         self.parts.drawer.observe(scored, self.cfg.rollout.group_size, step)
         return scored, lags
 
@@ -124,7 +142,7 @@ class GRPOTrainer:
         dropped = Scored([], [], [])
         while d.dynamic_sampling and rounds < d.max_resample_rounds:
             keep = groups_with_signal(scored, g)
-            missing = d.prompts_per_step - sum(keep)
+            missing = d.prompts_per_step * self.cfg.optim.steps_per_generation - sum(keep)
             if missing == 0:
                 break
             more = self.draw_prompts(missing)
@@ -146,18 +164,25 @@ class GRPOTrainer:
             adv = replace(adv, advantages=adv.advantages * weights)
         return adv, valid
 
-    def learn(self, batch: TrainBatch, watch: Stopwatch) -> dict[str, float]:
-        """μ optimizer passes over ``batch``; π_old and π_ref fixed before the first."""
+    def learn(self, batch: TrainBatch, watch: Stopwatch, num_items: Optional[float] = None,
+              old_logp: Optional[torch.Tensor] = None) -> dict[str, float]:
+        """μ optimizer passes over ``batch``; π_old and π_ref fixed before the first.
+
+        ``num_items``: dapo's N, the whole generation batch's tokens over every process (default:
+        this batch's); ``old_logp``: π_old fixed at generation (steps_per_generation > 1)."""
         o = self.cfg.objective
-        num_items = self.learner.token_count(batch.mask)   # dapo's N: the whole generation batch, every process
+        if num_items is None:
+            num_items = self.learner.token_count(batch.mask)
         if self._zero_rows_are_inert():
             # A row with advantage 0 has loss and gradient exactly 0 here (dapo's normaliser is the
             # global token count above, no KL, no entropy bonus): skip its forward and backward.
-            batch = batch.select((batch.advantages != 0) & (batch.mask.sum(-1) > 0))
+            keep = (batch.advantages != 0) & (batch.mask.sum(-1) > 0)
+            batch = batch.select(keep)
+            old_logp = None if old_logp is None else old_logp[keep]
         micro = self.learner.micro_batches(len(batch))
         autocast = self.accelerator.autocast
-        old_logp = ref_logp = None
-        if o.num_iterations > 1:   # π_old must stay fixed across the μ passes
+        ref_logp = None
+        if o.num_iterations > 1 and old_logp is None:   # π_old must stay fixed across the μ passes
             with watch.section("old_logp"):
                 old_logp = fixed_logps(self.model, batch, micro, self.spec.temperature, autocast)
         if o.beta > 0:
@@ -169,7 +194,11 @@ class GRPOTrainer:
             stats: LearnStats = self.learner.update(batch, loss, passes=o.num_iterations)
         return stats.as_dict()
 
-    def _sync(self, step: int) -> None:
+    def _sync(self, step: int, last_of_generation: bool = True) -> None:
+        if not last_of_generation:   # the engine samples again only after the generation's last step
+            if self.sleeping:
+                self.generator.wake_up()
+            return
         if self.pipeline is not None:
             self.pipeline.sync(step)
         elif self.sleeping:
@@ -177,8 +206,9 @@ class GRPOTrainer:
         else:
             self.generator.sync_weights()
 
-    def _row(self, step: int, scored: Scored, dropped: Scored, adv: AdvantageStats, learn: dict[str, float],
-             watch: Stopwatch, rounds: int, step_s: float, lags: Optional[list[int]]) -> dict[str, Any]:
+    def _row(self, step: int, part: Generation, learn: dict[str, float], watch: Stopwatch, step_s: float
+             ) -> dict[str, Any]:
+        scored, dropped, adv, rounds, lags = part.scored, part.dropped, part.advantages, part.rounds, part.lags
         zero = adv.zero_signal.tolist()
         generated, zero_tokens = token_counts(scored, zero)
         dropped_tokens = token_counts(dropped, [True] * len(dropped.rollouts))[0]   # every dropped group: zero signal
@@ -221,6 +251,9 @@ class GRPOTrainer:
                 "weight_version": self.generator.weight_version,
                 # async: prompts drawn for batches still being generated; regenerated after a resume
                 "pending_batches": self.pipeline.pending_items() if self.pipeline is not None else [],
+                # steps_per_generation: the rest of the generation batch, when steps of it remain
+                "generation": (self.generation.to("cpu") if self.generation is not None
+                               and step % self.cfg.optim.steps_per_generation else None),
                 "config": self.cfg.to_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> list[list[SuiteItem]]:
@@ -228,6 +261,8 @@ class GRPOTrainer:
         self.start_step = int(state["step"])
         self.parts.drawer.load_state_dict(state["drawer"])
         self.totals = Totals(**state["totals"])
+        generation = state.get("generation")
+        self.generation = None if generation is None else generation.to(self.accelerator.device)
         # The engine holds the initial weights: give it the restored ones (never resume stale).
         self.generator.restore(state["weight_version"])
         return list(state.get("pending_batches", []))

@@ -53,7 +53,9 @@ class GRPOMicroLoss:
         out = policy_loss(logp, old, part.advantages, part.mask, **self.spec.policy_kwargs(),
                           ref_logp=None if self.ref_logp is None else self.ref_logp[rows],
                           num_items_in_batch=self.num_items, num_processes=self.num_processes,
-                          grad_accum_steps=n_micro, entropy=entropy, is_weight=weight)
+                          # TRL counts steps_per_generation in micro-batches: K optimizer steps of M each
+                          grad_accum_steps=n_micro, steps_per_generation=self.spec.steps_per_generation * n_micro,
+                          entropy=entropy, is_weight=weight)
         for key in LOGGED:
             value = getattr(out, key)
             if value is not None:

@@ -12,7 +12,7 @@ A leaf module: it imports no other trainer module, so every phase can depend on 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
 import torch
@@ -79,6 +79,49 @@ class TrainBatch:
 
 
 @dataclass(frozen=True)
+class Generation:
+    """One generation batch: the rollouts of ``steps`` optimizer steps (TRL's
+    steps_per_generation), scored, with advantages, tensors and π_old fixed at generation."""
+
+    scored: Scored
+    dropped: Scored                      # dynamic sampling: groups replaced (their tokens count once)
+    advantages: Any                      # algo.AdvantageStats over every rollout
+    batch: TrainBatch                    # every rollout's row
+    num_items: float                     # N: completion tokens of the whole generation batch, every process
+    old_logp: Optional[torch.Tensor]     # [rows, L-1] π_old at generation (steps > 1), else None
+    steps: int
+    rounds: int = 0
+    lags: Optional[list[int]] = None
+
+    def to(self, device: Any) -> "Generation":
+        return replace(self, batch=self.batch.to(device),
+                       old_logp=None if self.old_logp is None else self.old_logp.to(device))
+
+    def part(self, index: int, group_size: int) -> "Generation":
+        """The share of optimizer step ``index`` (0-based): a contiguous run of whole groups."""
+        if self.steps == 1:
+            return self
+        n = len(self.scored.rollouts)
+        size = n // group_size // self.steps * group_size
+        rows = slice(index * size, n if index == self.steps - 1 else (index + 1) * size)
+        idx = list(range(n))[rows]
+        first = index == 0
+        return Generation(
+            Scored(self.scored.items[rows], self.scored.rollouts[rows], self.scored.verdicts[rows], self.scored.turns),
+            self.dropped if first else Scored([], [], []), _rows_of(self.advantages, rows, group_size),
+            self.batch.slice(rows), self.num_items, None if self.old_logp is None else self.old_logp[rows], 1,
+            self.rounds if first else 0, None if self.lags is None else [self.lags[i] for i in idx])
+
+
+def _rows_of(adv: Any, rows: slice, group_size: int) -> Any:
+    """AdvantageStats restricted to ``rows`` (whole groups); the zero-signal share recounted."""
+    zero = adv.zero_signal[rows]
+    return replace(adv, advantages=adv.advantages[rows], group_mean=adv.group_mean[rows],
+                   group_std=adv.group_std[rows], zero_signal=zero, valid=adv.valid[rows],
+                   frac_zero_signal=float(zero[::group_size].float().mean()) if len(zero) else 0.0)
+
+
+@dataclass(frozen=True)
 class LossSpec:
     """The clipped-surrogate objective's constants (``algo.policy_loss`` keywords)."""
 
@@ -92,12 +135,14 @@ class LossSpec:
     entropy_coef: float
     max_completion_length: int
     temperature: float
+    steps_per_generation: int = 1        # optimizer steps per generation batch (dapo's N is that batch's)
 
     @classmethod
-    def from_config(cls, objective: Any, rollout: Any) -> "LossSpec":
+    def from_config(cls, objective: Any, rollout: Any, optim: Any = None) -> "LossSpec":
         return cls(objective.loss_type, objective.importance_level, objective.epsilon_low, objective.epsilon_high,
                    objective.delta, objective.beta, objective.kl_kind, objective.entropy_coef,
-                   rollout.max_new_tokens, rollout.temperature)
+                   rollout.max_new_tokens, rollout.temperature,
+                   optim.steps_per_generation if optim is not None else 1)
 
     def policy_kwargs(self) -> dict[str, Any]:
         return dict(loss_type=self.loss_type, importance_level=self.importance_level,
@@ -164,4 +209,4 @@ class StepValues:
     extra: dict[str, Any] = field(default_factory=dict)   # algorithm-specific values (PPO's critic)
 
 
-__all__ = ["LearnStats", "LossSpec", "Scored", "StepValues", "Totals", "TrainBatch"]
+__all__ = ["Generation", "LearnStats", "LossSpec", "Scored", "StepValues", "Totals", "TrainBatch"]
