@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """A sandbox host that cannot start containers: how long until the caller knows, old vs. new.
 
-The broken host is a second dockerd started here (tests/second_dockerd.py) whose OCI
-runtime fails every container create, the way Debian's gVisor did in issue 15. The
-working host is the machine's engine. Each scenario runs a batch of ``--jobs`` small
+The broken host is a second dockerd started here (tests/second_dockerd.py). With
+``--broken fake`` (default) its OCI runtime is a script that fails every container create;
+with ``--broken gvisor`` it is the machine's real ``/usr/bin/runsc`` registered without
+``--network=none``, which fails every start ("cannot run with network enabled in root
+network namespace"), as in issue 15. The working host is the machine's engine. Each scenario runs a batch of ``--jobs`` small
 jobs (``print(i)``) through
 
   old   the sandbox package as it was at ``--baseline`` (default: the commit before the
@@ -19,6 +21,7 @@ batch, results by status, container starts the broken runtime received (its own 
 and WARNING lines the ``proctor.sandbox`` logger emitted.
 
     .venv/bin/python bench/sandbox_breaker.py                 # ~1-2 min on 2 cores (the old code is slow)
+    .venv/bin/python bench/sandbox_breaker.py --broken gvisor    # issue 15's host; the old code takes ~3 min
     .venv/bin/python bench/sandbox_breaker.py --jobs 50 --json /tmp/breaker.json
 """
 
@@ -131,6 +134,22 @@ def measure_check(mod: ModuleType, engine: SecondEngine, slots: int, counter: Wa
                counter.count - warn0, note)
 
 
+def medians(rows: list[Row]) -> list[Row]:
+    """One row per (scenario, version): the median of each figure over the rounds, ``runs`` in the note."""
+    groups: dict[tuple[str, str], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r.scenario, r.version), []).append(r)
+    out = []
+    for (scenario, version), rs in groups.items():
+        def med(name: str):
+            values = sorted(v for v in (getattr(r, name) for r in rs) if v is not None)
+            return values[len(values) // 2] if values else None
+        out.append(Row(scenario, version, med("construct_s"), med("first_infra_s"), med("batch_s"), med("passed"),
+                       med("infra_error"), med("other"), med("starts_on_broken"), med("warnings"),
+                       ", ".join(sorted({r.note for r in rs if r.note}) + [f"median of {len(rs)}"])))
+    return out
+
+
 def fmt(x: Optional[float]) -> str:
     return "–" if x is None else f"{x:.2f}"
 
@@ -152,9 +171,9 @@ def ratios(rows: list[Row]) -> str:
     for scenario in ("broken", "pair"):
         old, new = by.get((scenario, "old")), by.get((scenario, "new"))
         if old and new and new.batch_s > 0:
-            first = (f"{old.first_infra_s / new.first_infra_s:.0f}x" if old.first_infra_s and new.first_infra_s
+            first = (f"{old.first_infra_s / new.first_infra_s:.3g}x" if old.first_infra_s and new.first_infra_s
                      else "–")
-            out.append(f"{scenario}: whole batch old/new = {old.batch_s / new.batch_s:.0f}x, "
+            out.append(f"{scenario}: whole batch old/new = {old.batch_s / new.batch_s:.3g}x, "
                        f"first infra_error old/new = {first}")
     return "\n".join(out)
 
@@ -165,9 +184,14 @@ def main() -> int:
     ap.add_argument("--slots", type=int, default=2, help="slots per host (default 2: this machine's cores)")
     ap.add_argument("--baseline", default=BASELINE, help="git revision of the old behaviour")
     ap.add_argument("--skip-old", action="store_true", help="only the new code (the old takes ~1 min)")
+    ap.add_argument("--broken", choices=("fake", "gvisor"), default="fake",
+                    help="fake: a runtime script that fails every create; gvisor: real runsc without --network=none")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of every row but the old code's broken-host row")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     problem = can_run_dockerd()
+    if args.broken == "gvisor" and not Path("/usr/bin/runsc").exists():
+        problem = "--broken gvisor needs /usr/bin/runsc (apt install runsc)"
     if problem:
         print(f"cannot run: {problem}", file=sys.stderr)
         return 2
@@ -179,24 +203,32 @@ def main() -> int:
     logging.getLogger("proctor.sandbox").addHandler(counter)   # the old code logs under the same name
     rows: list[Row] = []
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    with SecondEngine() as engine:
+    with SecondEngine(real="runc" if args.broken == "fake" else "/usr/bin/runsc") as engine:
         engine.load_images([image_ref("python")])
         # The healthy reference: the same batch on the machine's engine.
-        rows.append(measure("healthy", "new", new, [LOCAL], engine, args.jobs, args.slots, counter))
-        engine.set_broken(True)
-        rows.append(measure_check(new, engine, args.slots, counter))
-        rows.append(measure("broken", "new", new, [engine.url], engine, args.jobs, args.slots, counter,
-                            startup_check=()))
-        rows.append(measure("pair", "new", new, [LOCAL, engine.url], engine, args.jobs, args.slots, counter))
+        engine.set_broken(args.broken == "fake")   # gVisor without --network=none is broken by itself
+        # Rounds, old and new taking turns (who goes first alternates), so load from other work on
+        # the machine hits both alike; the old code on the broken host alone runs once (it is the slow one).
+        for rnd in range(args.rounds):
+            versions = [("new", new), ("old", old)] if rnd % 2 == 0 else [("old", old), ("new", new)]
+            rows.append(measure("healthy", "new", new, [LOCAL], engine, args.jobs, args.slots, counter))
+            rows.append(measure_check(new, engine, args.slots, counter))
+            rows.append(measure("broken", "new", new, [engine.url], engine, args.jobs, args.slots, counter,
+                                startup_check=()))
+            for version, mod in versions:
+                if mod is not None:
+                    rows.append(measure("pair", version, mod, [LOCAL, engine.url], engine, args.jobs, args.slots,
+                                        counter))
         if old is not None:
             rows.append(measure("broken", "old", old, [engine.url], engine, args.jobs, args.slots, counter))
-            rows.append(measure("pair", "old", old, [LOCAL, engine.url], engine, args.jobs, args.slots, counter))
-    print(f"\n{args.jobs} jobs, {args.slots} slot(s) per host; {usable_cpus()} CPUs ({cpu_model()}); "
-          f"baseline {args.baseline}; {started}\n")
+    rows = medians(rows)
+    print(f"\n{args.jobs} jobs, {args.slots} slot(s) per host; broken host: {args.broken}; {usable_cpus()} CPUs "
+          f"({cpu_model()}); baseline {args.baseline}; {started}\n")
     print(table(rows))
     print("\n" + ratios(rows))
     if args.json:
         args.json.write_text(json.dumps({"started": started, "jobs": args.jobs, "slots": args.slots,
+                                         "broken": args.broken,
                                          "baseline": args.baseline, "rows": [asdict(r) for r in rows]}, indent=2))
     return 0
 

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from .errors import SandboxError
+
 MAX_PROBE_AFTER_S = 300.0
 
 _GVISOR_FIX = (
@@ -87,10 +89,10 @@ class Breaker:
                  probe_after_s: float = 5.0, runtime: Optional[str] = None,
                  on_change: Optional[Transition] = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        if not isinstance(down_after, int) or down_after < 1:
-            raise ValueError(f"down_after must be an integer >= 1, got {down_after!r}")
-        if not probe_after_s > 0:
-            raise ValueError(f"probe_after_s must be > 0, got {probe_after_s!r}")
+        if not isinstance(down_after, int) or isinstance(down_after, bool) or down_after < 1:
+            raise SandboxError(f"Sandbox(down_after=) must be an integer >= 1, got {down_after!r}")
+        if not isinstance(probe_after_s, (int, float)) or not probe_after_s > 0:
+            raise SandboxError(f"Sandbox(probe_after_s=) must be a positive number of seconds, got {probe_after_s!r}")
         self.host = host
         self.down_after = down_after
         self.probe_after_s = probe_after_s

@@ -22,7 +22,7 @@ from .breaker import Breaker, HostHealth, down_warning, refusal, startup_failure
 from .errors import HostDown, InfraError, NoHostAvailable, SandboxError
 from .hosts import TLSArg
 from .pool import HostPool
-from .types import Job, Limits, Result, infra_result
+from .types import LANGUAGES, Job, Limits, Result, infra_result
 from .verdict import build_result
 
 log = logging.getLogger("proctor.sandbox")
@@ -320,6 +320,9 @@ class Sandbox:
 
     def _check_hosts(self, languages: Sequence[str]) -> None:
         """Start-up check, all hosts at once; NoHostAvailable if none passes, a warning per host that fails."""
+        if isinstance(languages, str) or any(lang not in LANGUAGES for lang in languages):
+            raise SandboxError(f"Sandbox(startup_check=) takes a sequence of languages ({', '.join(LANGUAGES)}), "
+                               f"got {languages!r}")
         if languages:
             with ThreadPoolExecutor(max_workers=len(self.pools), thread_name_prefix="proctor-check") as ex:
                 list(ex.map(lambda p: p.check(self._spec_for, languages), self.pools))

@@ -2,11 +2,12 @@
 
 The daemon runs under its own temp dir (data root, exec root, pid file, unix socket) with
 no bridge and no iptables, so it touches nothing of the machine's engine. Its default
-runtime is a shell script that runs ``runc``, or, while the file ``broken`` exists in
-that dir, fails every ``create`` the way a misconfigured runtime does (gVisor without
-``--network=none``, say): the container is created in the engine, the runtime refuses
-to start it. Each ``create`` it sees is appended to ``attempts``, so a test can count
-the container starts a host really received.
+runtime is a shell script that runs ``real`` (``runc``; or ``/usr/bin/runsc``, gVisor
+registered without ``--network=none``, which cannot start any sandbox: issue 15's host),
+except that while the file ``broken`` exists in that dir it fails every ``create`` the way
+a misconfigured runtime does: the container is created in the engine, the runtime
+refuses to start it. Each ``create`` it sees is appended to ``attempts``, so a test can
+count the container starts a host really received.
 
 Used by tests/test_sandbox_breaker.py and bench/sandbox_breaker.py. Needs root (dockerd does).
 """
@@ -29,7 +30,7 @@ PREFIX = "proctor-dockerd-"
 RUNTIME_MESSAGE = "proctor test runtime: this host cannot start containers"
 
 _RUNTIME = """#!/bin/sh
-# A stand-in OCI runtime: runc, except that `create` fails while {dir}/broken exists.
+# A stand-in OCI runtime: {real}, except that `create` fails while {dir}/broken exists.
 for a in "$@"; do
   case "$a" in create|run) echo "$a" >> {dir}/attempts; verb="$a";; esac
 done
@@ -41,21 +42,21 @@ if [ -n "$verb" ] && [ -e {dir}/broken ]; then
   echo "{message}" >&2
   exit 1
 fi
-exec runc "$@"
+exec {real} "$@"
 """
 
 
 class SecondEngine:
     """Start with `start()`, always `stop()` (a context manager does both)."""
 
-    def __init__(self) -> None:
+    def __init__(self, real: str = "runc") -> None:
         _reap_stale()
         self.dir = Path(tempfile.mkdtemp(prefix=PREFIX, dir="/tmp"))
         self.url = f"unix://{self.dir}/docker.sock"
         self.proc: subprocess.Popen | None = None
         (self.dir / "owner").write_text(str(os.getpid()))
         runtime = self.dir / "fake-runtime"
-        runtime.write_text(_RUNTIME.format(dir=self.dir, message=RUNTIME_MESSAGE))
+        runtime.write_text(_RUNTIME.format(dir=self.dir, message=RUNTIME_MESSAGE, real=real))
         runtime.chmod(0o755)
         (self.dir / "daemon.json").write_text(json.dumps(
             {"runtimes": {"fake": {"path": str(runtime)}}, "default-runtime": "fake"}))

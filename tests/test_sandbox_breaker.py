@@ -16,7 +16,7 @@ import pytest
 
 from proctor.sandbox import Job, Limits, Sandbox
 from proctor.sandbox.breaker import Breaker, start_fix
-from proctor.sandbox.errors import NoHostAvailable
+from proctor.sandbox.errors import NoHostAvailable, SandboxError
 from proctor.sandbox.images import image_ref
 
 from second_dockerd import RUNTIME_MESSAGE, SecondEngine, can_run_dockerd
@@ -166,6 +166,17 @@ def test_reset_host_names_an_unknown_host(docker_ready):
         with pytest.raises(Exception, match="no host 'tcp://nowhere:1'"):
             sb.reset_host("tcp://nowhere:1")
         assert [h.up for h in sb.reset_host()] == [True]     # an up host is left alone
+
+
+@pytest.mark.parametrize("options,match", [
+    ({"startup_check": "python"}, "sequence of languages"),
+    ({"startup_check": ("cobol",)}, "sequence of languages"),
+    ({"down_after": 0}, "down_after"),
+    ({"probe_after_s": -1}, "probe_after_s"),
+])
+def test_bad_breaker_options_are_refused_by_name(docker_ready, options, match):
+    with pytest.raises(SandboxError, match=match):
+        Sandbox(slots=1, **options)
 
 
 # --------------------------------------------------------------------------- the breaker itself
