@@ -7,7 +7,8 @@ registered without ``--network=none``, which cannot start any sandbox: issue 15'
 except that while the file ``broken`` exists in that dir it fails every ``create`` the way
 a misconfigured runtime does: the container is created in the engine, the runtime
 refuses to start it. Each ``create`` it sees is appended to ``attempts``, so a test can
-count the container starts a host really received.
+count the container starts a host really received. Where the machine has runsc, it is
+also registered under the name `GVISOR_WITH_NETWORK`, without ``--network=none``.
 
 Used by tests/test_sandbox_breaker.py and bench/sandbox_breaker.py. Needs root (dockerd does).
 """
@@ -28,6 +29,8 @@ import docker
 
 PREFIX = "proctor-dockerd-"
 RUNTIME_MESSAGE = "proctor test runtime: this host cannot start containers"
+GVISOR = "/usr/bin/runsc"
+GVISOR_WITH_NETWORK = "runsc-with-network"   # registered when the machine has runsc
 
 _RUNTIME = """#!/bin/sh
 # A stand-in OCI runtime: {real}, except that `create` fails while {dir}/broken exists.
@@ -55,11 +58,18 @@ class SecondEngine:
         self.url = f"unix://{self.dir}/docker.sock"
         self.proc: subprocess.Popen | None = None
         (self.dir / "owner").write_text(str(os.getpid()))
-        runtime = self.dir / "fake-runtime"
-        runtime.write_text(_RUNTIME.format(dir=self.dir, message=RUNTIME_MESSAGE, real=real))
-        runtime.chmod(0o755)
-        (self.dir / "daemon.json").write_text(json.dumps(
-            {"runtimes": {"fake": {"path": str(runtime)}}, "default-runtime": "fake"}))
+        runtimes = {"fake": {"path": str(self._script("fake-runtime", real))}}
+        if Path(GVISOR).exists():
+            # Named, not default: the machine's gVisor without --network=none, behind a wrapper
+            # (so the engine does not see it is runsc and the sandbox meets the failure itself).
+            runtimes[GVISOR_WITH_NETWORK] = {"path": str(self._script("gvisor-runtime", GVISOR))}
+        (self.dir / "daemon.json").write_text(json.dumps({"runtimes": runtimes, "default-runtime": "fake"}))
+
+    def _script(self, name: str, real: str) -> Path:
+        path = self.dir / name
+        path.write_text(_RUNTIME.format(dir=self.dir, message=RUNTIME_MESSAGE, real=real))
+        path.chmod(0o755)
+        return path
 
     def __enter__(self) -> "SecondEngine":
         return self.start()

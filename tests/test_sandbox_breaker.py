@@ -9,6 +9,7 @@ working host is the machine's engine. Nothing is mocked.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -19,7 +20,7 @@ from proctor.sandbox.breaker import Breaker, start_fix
 from proctor.sandbox.errors import NoHostAvailable, SandboxError
 from proctor.sandbox.images import image_ref
 
-from second_dockerd import RUNTIME_MESSAGE, SecondEngine, can_run_dockerd
+from second_dockerd import GVISOR, GVISOR_WITH_NETWORK, RUNTIME_MESSAGE, SecondEngine, can_run_dockerd
 
 K = 3   # Sandbox's default down_after
 LOGGER = "proctor.sandbox"
@@ -61,6 +62,16 @@ def test_a_host_that_cannot_start_fails_the_constructor_once_with_the_fix(broken
     assert broken.url in message and RUNTIME_MESSAGE in message and "To fix:" in message
     assert broken.start_attempts() - before == 1          # one container, the start-up check
     assert warnings_of(caplog) == []                      # the error says it, once
+
+
+@pytest.mark.skipif(not os.path.exists(GVISOR), reason=f"{GVISOR} is not installed (apt install runsc)")
+def test_gvisor_without_network_none_fails_at_construction_with_that_fix(engine):
+    # Issue 15's host: the real runsc, registered without --network=none, refuses every start.
+    with pytest.raises(NoHostAvailable) as info:
+        Sandbox(hosts=[engine.url], runtime=GVISOR_WITH_NETWORK)
+    message = str(info.value)
+    assert "network namespace" in message                  # the runtime's own words
+    assert "--network=none" in message and "daemon.json" in message
 
 
 def test_run_many_on_a_broken_host_returns_every_job_at_once(broken, caplog):
