@@ -162,11 +162,29 @@ def main() -> None:
 
     match("x^2+2x+1", "(x+1)^2")            # start and warm the worker pool (not timed)
     runner = None if args.no_mv else MathVerifyRunner(args.mv_watchdog, gold_boxed=False)
+    try:
+        rows, dump, over = run_suites(args.suites, runner, args.timeout, args.show_wrong)
+    finally:
+        if runner:
+            runner.close()
+        shutdown_pool()
+    print_table(rows)
+    print_disputed(dump)
+    print(f"\nproctor raised: {rows[-1][1]['raised']}, over its deadline: {over}; math-verify raised: "
+          f"{rows[-1][2]['raised']}, killed by the {args.mv_watchdog:.0f} s watchdog: {rows[-1][2]['hung']}")
+    if args.json:
+        args.json.write_text(json.dumps({"table": rows, "cases": dump}, indent=1, ensure_ascii=False))
+
+
+def run_suites(suites: list[str], runner, timeout_s: float, show_wrong: bool) -> tuple[list, dict, int]:
+    """(table rows with an "all" row last, per-case results by suite, Proctor runs over deadline)."""
     rows, dump = [], {}
-    all_cases, all_a, all_b = [], ([], [], []), ([], [], [])
-    for suite in args.suites:
+    all_cases: list[dict] = []
+    all_a: tuple[list, list, list] = ([], [], [])
+    all_b: tuple[list, list, list] = ([], [], [])
+    for suite in suites:
         cases = load(suite)
-        a = run_proctor(cases, args.timeout)
+        a = run_proctor(cases, timeout_s)
         b = run_mv(runner, cases) if runner else ([False] * len(cases), [0.0] * len(cases), [""] * len(cases))
         rows.append((suite, score(cases, *a), score(cases, *b)))
         all_cases += cases
@@ -176,28 +194,22 @@ def main() -> None:
         dump[suite] = [{**c, "proctor": va, "proctor_why": wa, "proctor_ms": 1000 * ta, "math_verify": vb,
                         "math_verify_ms": 1000 * tb, "mv_error": eb}
                        for c, va, ta, wa, vb, tb, eb in zip(cases, *a, *b)]
-        if args.show_wrong:
+        if show_wrong:
             for c, v, why, mv in zip(cases, a[0], a[2], b[0]):
                 if v != c["expected"]:
                     print(f"  [{suite}] expected={c['expected']} mv={mv} {why}\n     gold={c['gold']!r}\n"
                           f"     pred={c['pred'][-300:]!r}", file=sys.stderr)
     rows.append(("all", score(all_cases, *all_a), score(all_cases, *all_b)))
-    if runner:
-        runner.close()
-    shutdown_pool()
-    print_table(rows)
+    return rows, dump, sum(t > timeout_s + 0.5 for t in all_a[1])
+
+
+def print_disputed(dump: dict) -> None:
     disputed = [(suite, c["expected"], DISPUTED[(c["pred"], c["gold"])]) for suite, cs in dump.items()
                 for c in cs if (c["pred"], c["gold"]) in DISPUTED and c["proctor"] != c["expected"]]
     if disputed:
         print("\nrows scored against Proctor on purpose (labels kept as the peers wrote them):")
         for suite, expected, why in disputed:
             print(f"- {suite}: labelled {'equal' if expected else 'different'}: {why}")
-    print(f"\nproctor raised: {rows[-1][1]['raised']}, over its deadline: "
-          f"{sum(t > args.timeout + 0.5 for t in all_a[1])}; math-verify raised: {rows[-1][2]['raised']}, "
-          f"killed by the {args.mv_watchdog:.0f} s watchdog: {rows[-1][2]['hung']}")
-    if args.json:
-        args.json.write_text(json.dumps({"table": rows, "cases": dump}, indent=1, ensure_ascii=False))
-
 
 if __name__ == "__main__":
     main()

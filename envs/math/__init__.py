@@ -14,10 +14,10 @@ from .answer import Answer, MatchResult, ParsedGold
 from .extract import Extraction, extract, extract_answer
 from .matcher import answers_equal, clear_cache, match, match_many, parse_gold
 from .pool import PoolError, shutdown_pool
-from .verifier import MathVerifier, verify
+from .verifier import MatchError, MathVerifier, verify
 
 __all__ = [
-    "Answer", "Extraction", "MatchResult", "MathVerifier", "ParsedGold", "PoolError",
+    "Answer", "Extraction", "MatchError", "MatchResult", "MathVerifier", "ParsedGold", "PoolError",
     "answers_equal", "clear_cache", "extract", "extract_answer", "match", "match_many",
     "parse_gold", "shutdown_pool", "verify",
 ]
