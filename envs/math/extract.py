@@ -262,8 +262,8 @@ def _answer_is_at(text: str, after: int = 0) -> Optional[tuple[Extraction, str]]
     offset = max(0, len(text) - 4000, after)
     tail = text[offset:]
     for m in _markers_last_first(tail):
-        statement = _statement_after(tail, m.end())
-        answer = _answer_after(tail, m.end()) if statement is not None else None
+        statement = _statement_after(tail, m.end())     # None: cut inside a formula
+        answer = _stated(statement) if statement is not None else None
         if answer:
             return Extraction(answer, "answer_is"), statement
     return None
@@ -299,10 +299,8 @@ def _statement_after(text: str, pos: int) -> Optional[str]:
     return rest[:m.start()] if m else rest
 
 
-def _answer_after(text: str, pos: int) -> Optional[str]:
-    statement = _statement_after(text, pos)
-    if statement is None:
-        return None
+def _stated(statement: str) -> Optional[str]:
+    """The cleaned value of a final statement (a decimal comma only outside math)."""
     value = statement_value(statement)
     if not value:
         return None
