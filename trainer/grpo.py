@@ -157,8 +157,13 @@ class GRPOTrainer:
     def _advantages(self, scored: Scored) -> tuple[AdvantageStats, torch.Tensor]:
         rewards = torch.tensor([v.reward if v.scored else math.nan for v in scored.verdicts])
         valid = torch.tensor([v.scored for v in scored.verdicts])
+        everyone = None
+        if self.cfg.objective.scale_rewards == "batch" and self.accelerator.num_processes > 1:
+            # The batch std is over the whole batch, every process (as TRL gathers it), not this share.
+            local = torch.where(valid, rewards, torch.nan).to(self.accelerator.device)
+            everyone = self.accelerator.gather(local).cpu()
         adv = group_advantages(rewards, self.cfg.rollout.group_size, scale=self.cfg.objective.scale_rewards,
-                               valid=valid)
+                               valid=valid, batch_rewards=everyone)
         if self.cfg.data.skip_reweight:   # undo the prompt mix that skipping changed: 1 / P(kept) per group
             weights = torch.tensor([self.parts.drawer.weight_of(item) for item in scored.items])
             adv = replace(adv, advantages=adv.advantages * weights)

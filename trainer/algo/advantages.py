@@ -70,6 +70,7 @@ def group_advantages(
     *,
     center: Center = "group",
     atol: float = 1e-6,
+    batch_rewards: Tensor | None = None,
 ) -> AdvantageStats:
     """GRPO advantages for group-contiguous ``rewards`` [N].
 
@@ -77,6 +78,8 @@ def group_advantages(
     are excluded from their group's statistics and get advantage 0. ``center="batch"`` uses
     the batch mean as the baseline instead of the group mean: that is what TRL does after
     ``rewards_from_parts(..., "normalize_then_sum")`` (GDPO), together with ``scale="batch"``.
+    ``batch_rewards``: the whole batch's rewards over every process, NaN where not judged
+    (what TRL gathers before its batch statistics); default: ``rewards`` themselves.
     """
     if rewards.dim() != 1:
         raise ValueError(f"rewards must be 1-D [N], got shape {tuple(rewards.shape)}")
@@ -94,12 +97,13 @@ def group_advantages(
     group_mean = torch.nanmean(grouped, dim=1).repeat_interleave(group_size)
     group_std = nanstd(grouped, dim=1).repeat_interleave(group_size)
 
-    baseline = group_mean if center == "group" else torch.nanmean(r).expand_as(r)
+    everyone = r if batch_rewards is None else batch_rewards.to(device=r.device, dtype=r.dtype)
+    baseline = group_mean if center == "group" else torch.nanmean(everyone).expand_as(r)
     advantages = r - baseline
     if scale == "group":
         advantages = advantages / (group_std + eps)
     elif scale == "batch":
-        advantages = advantages / (nanstd(r) + eps)
+        advantages = advantages / (nanstd(everyone) + eps)
     elif scale != "none":
         raise ValueError(f"unknown scale {scale!r}: expected 'group', 'batch' or 'none'")
     # NaN here means: an invalid sample, or a std over fewer than 2 valid samples (no baseline
