@@ -11,10 +11,13 @@ A task's ``data`` says how to judge it:
 * ``prompt_prefix`` (Python): code the model was asked to continue (HumanEval's
   signature and docstring), put in front of the extracted code.
 * ``partial_credit``: reward the fraction of cases passed instead of all-or-nothing.
+  Without it the reward is binary, so the sandbox stops at the first failing case
+  (``Job.stop_on_first_failure``): the verdict is the same, the rest is not run.
 * ``limits``: a dict of `Limits` fields that override the verifier's for this task.
 
 A completion with no extractable code scores 0 without a sandbox run; a sandbox that
-failed (after its retries) gives ``Verdict.infra``, which trainers drop, never 0.
+failed (after its retries), or that has no host able to start containers at all, gives
+``Verdict.infra``, which trainers drop, never 0.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from proctor.sandbox import Job, Limits, Result, Sandbox
+from proctor.sandbox import InfraError, Job, Limits, Result, Sandbox
 from ..core.types import Task, Verdict
 from ..core.verifier import Verifier, all_verdicts
 from .extract import after_thinking, extract_code, normalize_language, python_parses
@@ -114,7 +117,12 @@ class CodeVerifier(Verifier):
             jobs.append(build_job(spec, found.program, self.limits))
             where.append((i, len(found.code)))
         if jobs:
-            results = self.sandbox.run_many(jobs)
+            try:
+                results = self.sandbox.run_many(jobs)
+            except InfraError as exc:   # no host can run anything (e.g. NoHostAvailable): not judged
+                for i, _ in where:
+                    verdicts[i] = Verdict.infra(f"sandbox: {exc}")
+                return all_verdicts(verdicts, f"{type(self).__name__}.verify_batch")
             for (i, code_chars), job, result in zip(where, jobs, results):
                 verdicts[i] = self.score(tasks[i], job, result, code_chars)
         return all_verdicts(verdicts, f"{type(self).__name__}.verify_batch")
@@ -170,7 +178,8 @@ def task_spec(task: Task) -> dict[str, Any]:
                          "needs one of them to be judged (build it with code_task_from_row)")
     return {"language": lang, "tests": tests or None, "cases": [tuple(c) for c in cases] if cases else None,
             "entry_point": data.get("entry_point") or None, "prompt_prefix": data.get("prompt_prefix") or None,
-            "limits": data.get("limits") or None, "task_id": task.id}
+            "limits": data.get("limits") or None, "task_id": task.id,
+            "partial_credit": bool(data.get("partial_credit"))}
 
 
 def build_job(spec: Mapping[str, Any], code: str, limits: Limits) -> Job:
@@ -185,7 +194,9 @@ def build_job(spec: Mapping[str, Any], code: str, limits: Limits) -> Job:
         except TypeError as exc:
             raise ValueError(f"task {spec['task_id']!r}: data['limits'] has a field Limits does not "
                              f"know ({exc}); use wall_s, cpu_s, memory_mb, ...") from None
-    return Job(language=lang, code=code, tests=tests, cases=spec["cases"], limits=limits)
+    # A binary reward needs only the first failing case (partial credit needs them all).
+    return Job(language=lang, code=code, tests=tests, cases=spec["cases"], limits=limits,
+               stop_on_first_failure=bool(spec["cases"]) and not spec["partial_credit"])
 
 
 _DEFINES_CHECK = re.compile(r"^(async\s+)?def\s+check\s*\(", re.M)
