@@ -41,7 +41,9 @@ class GRPOMicroLoss:
     def __call__(self, part: TrainBatch, rows: slice, n_micro: int, pass_index: int
                  ) -> tuple[torch.Tensor, dict[str, float]]:
         with self.autocast():
-            logp, entropy = token_logps(self.model, part, self.spec.temperature, with_entropy=True)
+            # the entropy carries a gradient only when the loss has an entropy bonus
+            logp, entropy = token_logps(self.model, part, self.spec.temperature, with_entropy=True,
+                                        entropy_grad=self.spec.entropy_coef > 0)
         logged: dict[str, float] = sampler_mismatch(logp.detach(), part) if pass_index == 0 else {}
         old = None if self.old_logp is None else self.old_logp[rows]
         weight = None

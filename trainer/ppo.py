@@ -75,7 +75,8 @@ class PPOMicroLoss:
     def __call__(self, part: TrainBatch, rows: slice, n_micro: int, pass_index: int
                  ) -> tuple[torch.Tensor, dict[str, float]]:
         with self.autocast():
-            logp, entropy = token_logps(self.model, part, self.spec.temperature, with_entropy=True)
+            logp, entropy = token_logps(self.model, part, self.spec.temperature, with_entropy=True,
+                                        entropy_grad=self.spec.entropy_coef > 0)
             values = self.critic(part.input_ids, part.attention_mask)[:, :-1]
         pol = policy_loss(logp, self.old_logp[rows], self.advantages[rows], part.mask, loss_type=self.spec.loss_type,
                           epsilon_low=self.spec.epsilon_low, epsilon_high=self.spec.epsilon_high,
