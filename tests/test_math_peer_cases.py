@@ -163,13 +163,13 @@ def test_a_matcher_bug_is_infra_error_not_a_zero(monkeypatch):
     monkeypatch.setattr(matcher_mod, "decide", broken)
     matcher_mod.clear_cache()
     v = MathVerifier()
-    out = v.verify_batch([Task(id="t", prompt="", answer="5")] * 2, [r"\boxed{5}", "no answer here"])
+    out = v.verify_batch([Task(id="t", prompt="", answer="5")] * 2, [r"\boxed{5.0}", "no answer here"])
     assert len(out) == 2
     assert out[0].status == "infra_error" and math.isnan(out[0].reward)
     assert "ZeroDivisionError" in out[0].info["error"]
     assert out[1].scored and out[1].reward == 0.0          # nothing to compare: judged, wrong
     with pytest.raises(MatchError, match="ZeroDivisionError"):
-        verify(r"\boxed{5}", "5")
+        verify(r"\boxed{5.0}", "5")
 
 
 def test_a_short_result_list_raises_instead_of_shifting_rewards(monkeypatch):

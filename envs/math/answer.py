@@ -74,7 +74,13 @@ def _prepare(raw: str, gold: bool) -> Answer:
     option = OPTION_RE.fullmatch(raw) if gold else None
     if option is not None:      # "(D) Alina", "C Cecile": a choice and its text
         return Answer(raw, normalize(raw), mcq=option.group(1))
-    return _from_norm(raw, drop_approx(normalize(raw)), gold, 0)
+    return _from_norm(raw, canonical(raw), gold, 0)
+
+
+@lru_cache(maxsize=16384)
+def canonical(raw: str) -> str:
+    """The canonical string ``prepare`` starts from (cached: a group repeats answers)."""
+    return drop_approx(normalize(raw))
 
 
 def _from_norm(raw: str, norm: str, gold: bool, depth: int) -> Answer:

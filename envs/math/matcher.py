@@ -12,8 +12,8 @@ import threading
 from collections import OrderedDict
 from typing import Optional, Sequence, Union
 
-from .answer import Answer, MatchResult, ParsedGold, _prepare, decide, prepare
-from .extract import gold_text
+from .answer import Answer, MatchResult, ParsedGold, _prepare, canonical, decide, prepare
+from .extract import gold_text, too_complex
 from .pool import get_pool
 
 DEFAULT_TIMEOUT_S = 2.0
@@ -107,6 +107,8 @@ def fast_match(pred: str, gold: Union[str, ParsedGold]) -> tuple[Optional[MatchR
     the raw strings and prepares them itself)."""
     try:
         g = parse_gold(gold)
+        if not g.reason and not too_complex(pred) and canonical(pred) == g.norm:
+            return MatchResult(True, "string", "equal"), None      # no need to take pred apart
         p = prepare(pred)
         r = decide(p, g)
     except (RecursionError, MemoryError):
@@ -126,3 +128,4 @@ def clear_cache() -> None:
     """Forget cached results: symbolic verdicts and prepared answers (tests, benches)."""
     _CACHE.clear()
     _prepare.cache_clear()
+    canonical.cache_clear()

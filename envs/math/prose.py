@@ -34,6 +34,7 @@ _MATH_SEGMENT_RE = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\
 # Letters of other scripts (CJK, Arabic, Cyrillic, ...) are prose; Greek letters are math.
 _FOREIGN_RE = re.compile(r"[^\W\d_A-Za-z\u0370-\u03ff]+")
 _FOREIGN_TAIL_RE = re.compile(r"\s*[^\W\d_A-Za-z\u0370-\u03ff]+[\s.。]*$")     # "(\\frac{2}{5}) 吨"
+_LETTERS_RE = re.compile(r"[^\W\d_]")
 _SINGLE_BRACKET_RE = re.compile(r"\[([^\[\],;]*)\]")
 # "is", "=", and their counterparts in the languages Math-Verify's users grade in.
 _STATES_RE = re.compile(r"(?:\s(?:is|are|equals|est|sont|ist|sind|es|son|é|è|равно|равен|равна)\s|=|是|为|為|：|:)",
@@ -89,9 +90,10 @@ def bare(text: str) -> Optional[str]:
         return inner or None
     if "$" in s and s.count("$") % 2 == 0 and not s.startswith("$"):
         return None           # prose with a formula in it: "Therefore $x > 5$ is the solution"
-    if "\n" in s or prose_words(s) > 1:
+    words = prose_words(s) if _LETTERS_RE.search(s) else 0
+    if "\n" in s or words > 1:
         return None
-    if prose_words(s) == 1 and len(s.split()) > 1:
+    if words == 1 and len(s.split()) > 1:
         return None           # "no idea", "12 apples": a word among others is prose (or a unit)
     return s.rstrip(".")
 

@@ -63,6 +63,8 @@ def _tokens(s: str) -> tuple[str, ...]:
 
 def split_top(s: str, seps: tuple[str, ...]) -> list[str]:
     """Split ``s`` at separator tokens that sit outside every bracket."""
+    if not any(sep in s for sep in seps):
+        return [s]                 # the common case, without tokenizing
     parts: list[str] = []
     cur: list[str] = []
     depth = 0
@@ -159,6 +161,8 @@ def _matrix(body: str) -> Optional[Shape]:
 def split_relation(s: str) -> Optional[Relation]:
     """The top-level relation of ``s``: x = 3 (assign), 2x + 4y = 3 (equation),
     x > 3 or 1 < x \\leq 2 (inequality). A chain a = b = c keeps a and c."""
+    if not ("=" in s or "<" in s or ">" in s or "\\" in s):
+        return None
     toks = tokens(s)
     depth = 0
     eq_at: list[int] = []
@@ -264,6 +268,8 @@ def is_variable(s: str) -> bool:
 
 def expand_pm(s: str) -> Optional[tuple[str, str]]:
     """``a \\pm b`` -> (a+b, a-(b)); None when there is no single top-level \\pm."""
+    if "\\pm" not in s and "\\mp" not in s:
+        return None
     toks = tokens(s)
     depth = 0
     at = []
