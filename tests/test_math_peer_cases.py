@@ -39,6 +39,7 @@ def _pool():
     ("3+2", "5", True), ("3+2", "6", False),
     ("[45 degrees]", "45", True), ("[45 degrees]", "90", False),
     ("1000,99", "1000.99", True), ("1,2", "1.2", False),
+    ("**42**", "42", True), ("**42**", "24", False),
 ])
 def test_bare_answers(completion, gold, expected):
     assert verify(completion, gold) is expected
@@ -148,6 +149,7 @@ def test_times_and_ratios_are_not_fractions(pred, gold, expected):
     ("Let's think. It's not A because it doesn't make sense, therefore I think it's B", "B", True),
     ("réponse est C non A", "C", True), ("réponse est C non A", "A", False),
     ("B。不是 A", "B", True), ("B。不是 A", "A", False),
+    ("answer: (c)", "C", True), ("answer: (c)", "A", False),
     (r"\mathrm{E}*2", "E", False), (r"\mathrm{E}", "E", True),
 ])
 def test_option_letters(completion, gold, expected):

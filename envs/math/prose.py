@@ -43,7 +43,8 @@ _NUMBER_RUN_RE = re.compile(r"[-+]?(?:\\[A-Za-z]+|[\d{}()^_./+\-*]|\s)*\d(?:\\[A
 # A multiple-choice option with its text: "(D) Alina", "C Cecile".
 OPTION_RE = re.compile(r"\s*\(?([A-J])\)?[.:)]?\s+[A-Z][^\n]*(?:\n.*)?", re.S)
 _LEAD_CHOICE_RE = re.compile(r"^\s*\(?([A-J])\)?(?:[.:)\]。，,:\s]|(?=[^\x00-\x7f])|$)")
-_CHOICE_RE = re.compile(r"(?<![A-Za-z'])\(?([A-J])\)?(?![A-Za-z'])")
+# A capital letter standing alone, or any letter in parentheses: "D", "(D)", "(c)".
+_CHOICE_RE = re.compile(r"\(([A-Ja-j])\)|(?<![A-Za-z'])([A-J])(?![A-Za-z'])")
 
 
 def cut_turn(text: str) -> str:
@@ -85,6 +86,8 @@ def bare(text: str) -> Optional[str]:
     single = _SINGLE_BRACKET_RE.fullmatch(s)
     if single is not None and single.group(1).strip():
         s = single.group(1).strip()      # "[45 degrees]": one value in brackets (Geometry3K style)
+    if s.startswith("**") and s.endswith("**"):
+        s = s.strip("*").strip()         # markdown bold: **42**
     inner = math_only(s)
     if inner is not None:
         return inner or None
@@ -138,11 +141,11 @@ def choice(text: str) -> Optional[str]:
     m = _LEAD_CHOICE_RE.match(text)
     if m:
         return m.group(1)
-    letters = _CHOICE_RE.findall(text[-2000:])
-    return letters[-1] if letters else None
+    letters = [a or b for a, b in _CHOICE_RE.findall(text[-2000:])]
+    return letters[-1].upper() if letters else None
 
 
 def first_choice(statement: str) -> Optional[str]:
     """The first option letter of a final statement ("for sure D, it can't be A")."""
     m = _CHOICE_RE.search(statement)
-    return m.group(1) if m else None
+    return (m.group(1) or m.group(2)).upper() if m else None
