@@ -246,3 +246,17 @@ def test_peer_suites_floor():
         right += got is row["expected"]
         fp += got and not row["expected"]
     assert right / len(rows) >= 0.96 and fp <= 4, (right, len(rows), fp)
+
+
+@pytest.mark.parametrize("text", [
+    "$" + "x\n" * 20000 + "9", "cost is $5 and then\n" + "line of text here\n" * 2000 + " so 7",
+    "\\( a\n" * 3000 + " 7", "answer is " * 5000, "The answer is. " * 5000, "答案" * 20000,
+    "answer" + " is " * 20000, "$" * 50000, "\\boxed{" * 5000, "{" * 50000,
+])
+def test_long_pathological_completions_extract_in_linear_time(text):
+    import time
+
+    t0 = time.perf_counter()
+    extract(text)
+    extract(text, choice=True)
+    assert time.perf_counter() - t0 < 1.0      # the quadratic versions took 2-8 s

@@ -54,7 +54,6 @@ _ANSWER_IS_RE = re.compile(
 _NUMBER_RE = re.compile(r"(?:(?<![\w)\]}])-)?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?(?:,\d{1,2}(?![\d,]))?")
 # 2,74 / 0,111 / 1000,99: a decimal comma; 1,2 and 7,425,000 are not.
 _DECIMAL_COMMA_RE = re.compile(r"[-+]?(?:0,\d{2,}|\d+,\d{2}|\d{4,},\d+)")
-_BROKEN_INLINE_RE = re.compile(r"(?<![\\$])\$(?!\$)[^$]*\n[^$]*(?<!\\)\$|\\\([^\n]*?\n.*?\\\)", re.S)
 _SENTENCE_END_RE = re.compile(r"\.(?=\s|$)|\n|。")
 
 
@@ -261,7 +260,9 @@ def _answer_is_at(text: str, after: int = 0) -> Optional[tuple[Extraction, str]]
     # reasoning trace for every completion would cost more than the match itself.
     offset = max(0, len(text) - 4000, after)
     tail = text[offset:]
-    for m in _markers_last_first(tail):
+    for tried, m in enumerate(_markers_last_first(tail)):
+        if tried >= _MAX_MARKERS:
+            return None           # "answer is" repeated without a value: garbage, not worth a scan
         statement = _statement_after(tail, m.end())     # None: cut inside a formula
         answer = _stated(statement) if statement is not None else None
         if answer:
@@ -269,6 +270,7 @@ def _answer_is_at(text: str, after: int = 0) -> Optional[tuple[Extraction, str]]
     return None
 
 
+_MAX_MARKERS = 8
 _MARKER_WORDS = ("answer", "####", "答案", "réponse", "reponse", "antwort", "respuesta", "risposta", "ответ")
 
 
@@ -369,10 +371,45 @@ def _last_number(text: str) -> Optional[Extraction]:
     return Extraction(found[0], "last_number") if found is not None else None
 
 
+def _blank_broken_inline(text: str) -> str:
+    """``text`` with every inline formula that spans a line break ($..$, \\(..\\)) blanked
+    out, same length. One linear pass: a regex for this backtracks quadratically."""
+    if "\n" not in text or ("$" not in text and "\\(" not in text):
+        return text
+    out = list(text)
+    i, n = 0, len(text)
+    while i < n:
+        if text.startswith("$$", i):
+            close = text.find("$$", i + 2)
+            i = n if close < 0 else close + 2           # display math may span lines
+            continue
+        if text[i] == "$" and (i == 0 or text[i - 1] != "\\"):
+            close, end = _inline_close(text, i + 1, "$"), 1
+        elif text.startswith("\\(", i):
+            close, end = text.find("\\)", i + 2), 2
+        else:
+            i += 1
+            continue
+        if close < 0:
+            return "".join(out)
+        if "\n" in text[i:close]:
+            out[i:close + end] = " " * (close + end - i)
+        i = close + end
+    return "".join(out)
+
+
+def _inline_close(text: str, start: int, mark: str) -> int:
+    """Index of the next unescaped ``mark`` from ``start``, or -1."""
+    j = text.find(mark, start)
+    while j > 0 and text[j - 1] == "\\":
+        j = text.find(mark, j + 1)
+    return j
+
+
 def _last_number_at(text: str) -> Optional[tuple[str, int]]:
     # Look at a growing tail so a long trace is not scanned when the end has a number.
     # Inline math broken across lines ("$ \n 9 \n $") is not read (Math-Verify's rule too).
-    text = _BROKEN_INLINE_RE.sub(lambda m: " " * len(m.group(0)), text)
+    text = _blank_broken_inline(text)
     size = 512
     while True:
         tail = text[-size:]

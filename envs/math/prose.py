@@ -122,8 +122,8 @@ def statement_value(statement: str) -> Optional[str]:
         return whole
     if OPTION_RE.fullmatch(s):
         return s
-    states = list(_STATES_RE.finditer(s))
-    for m in reversed(states):
+    states = list(_STATES_RE.finditer(s[:4 * BARE_MAX_CHARS]))
+    for m in reversed(states[-4:]):        # the value follows one of the last few "is"
         rest = bare(_FOREIGN_TAIL_RE.sub("", s[m.end():].strip().rstrip(".")))
         if rest is not None and rest.strip():
             return rest
