@@ -65,6 +65,7 @@ def test_long_prose_still_uses_the_last_number():
     ("Réponse: Janeth aura encore 220 $ à payer d'ici 12 mois.", "220"),
     ("Die Antwort ist 17.", "17"),
     ("Ответ: 42", "42"),
+    ("Answer: (B) 12 apples", "12"),
     ("Final Answer: Jane started growing Sphere 3 hours ago. I hope it is correct.", "3"),
 ])
 def test_extraction(completion, answer):

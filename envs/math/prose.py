@@ -133,7 +133,7 @@ def statement_value(statement: str) -> Optional[str]:
         if inner:
             return inner
     run = _NUMBER_RUN_RE.search(s)
-    return run.group(0).strip() if run else None
+    return run.group(0).strip().lstrip(")]}").strip() if run else None
 
 
 def choice(text: str) -> Optional[str]:
