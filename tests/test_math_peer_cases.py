@@ -98,7 +98,8 @@ def test_extraction_decides_the_verdict(completion, gold, expected):
     (r"\frac{1}{\sqrt{5}}", r"\frac{NO}{BO}=\frac{1}{\sqrt{6}}", False),
     (r"e^{i\pi} = -1", "-1", True), (r"e^{i\pi} = -1", "1", False),
     (r"\lim_{x \to 0} \frac{\sin x}{x} = 1", "1", True),
-    ("x^2 = 4", "4", False), ("11a+c", "7 = 11a+c", False),
+    ("x^2 = 4", "4", False), ("11a+c", "7 = 11a+c", False), ("2x = 6", "6", False),
+    ("m+n = 17", "17", True), ("m+n = 17", "18", False), ("a+b+c=5", "5", True), ("x+y=0", "0", False),
     # \approx: the exact left side is the answer; a variable's approximate value is its value
     (r"\frac{\sqrt{3}}{3} \approx 0.577", r"\frac{\sqrt{3}}{3}", True),
     (r"\frac{\sqrt{3}}{3}", r"\frac{\sqrt{3}}{3} \approx 0.577", True),

@@ -240,13 +240,20 @@ def states_value(lhs: str, rhs: str = "") -> bool:
     """An equation ``lhs = v`` states the value v: ``lhs`` is a label (``|AB|``,
     ``V_1:V_2``, ``\\frac{NO}{BO}``) or a closed expression with no free variable
     (``e^{i\\pi}``, ``\\log_2 8``, ``\\lim_{x\\to 0} \\frac{\\sin x}{x}``). ``x^2 = 4``
-    does not state 4, and ``7 = 11a + c`` (a value with a free variable) states nothing."""
+    does not state 4, and ``7 = 11a + c`` (a value with a free variable) states nothing.
+    A sum of two or more unknowns (``m+n = 17``, AIME's "find m+n") states its value,
+    unless the value is 0 (``2x+4y-3 = 0`` is a line)."""
     if rhs and not _closed(rhs):
         return False
     if _closed(lhs):
         return True
     label = _SUBSCRIPT_RE.sub("", _COMMAND_RE.sub(" ", lhs))
-    return all(ch.isupper() for ch in label if ch.isalpha())
+    if all(ch.isupper() for ch in label if ch.isalpha()):
+        return True
+    return bool(_SUM_OF_UNKNOWNS_RE.fullmatch(lhs)) and rhs.strip() not in ("0", "")
+
+
+_SUM_OF_UNKNOWNS_RE = re.compile(r"[a-z](?:[+-][a-z])+")
 
 
 def _closed(lhs: str) -> bool:
