@@ -29,7 +29,8 @@ import random
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal, Optional, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Optional, Sequence
 
 if TYPE_CHECKING:  # heavy imports stay lazy so that `proctor --help` and cache look-ups are fast
     from tokenizers import Tokenizer
@@ -301,6 +302,35 @@ def make_tiny_model(out_dir: str | os.PathLike[str], *, arch: Arch = "qwen2", se
     return out
 
 
+@contextmanager
+def build_progress(description: str = "building the tiny model (once, then cached)") -> Iterator[ProgressFn]:
+    """A :data:`ProgressFn` that draws a progress bar with the loss, elapsed time and ETA.
+
+    The bar starts at the first call, so a model found in the cache (which never calls
+    it) draws nothing; it is closed when the ``with`` block ends."""
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    bar: Optional[Progress] = None
+    task = None
+
+    def show(step: int, total: int, loss: float) -> None:
+        nonlocal bar, task
+        if bar is None:
+            bar = Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
+                           TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TextColumn("ETA"),
+                           TimeRemainingColumn())
+            bar.start()
+            task = bar.add_task("pretrain", total=total, loss="-")
+        bar.update(task, completed=step, loss="-" if math.isnan(loss) else f"{loss:.3f}")
+
+    try:
+        yield show
+    finally:
+        if bar is not None:
+            bar.stop()
+
+
 def count_parameters(model_dir: str | os.PathLike[str]) -> int:
     """Parameters stored in a model directory's safetensors files (tied weights count once)."""
     from safetensors import safe_open
@@ -349,6 +379,8 @@ def tiny_model_path(cache_dir: str | os.PathLike[str] | None = None, **kw: Any) 
         raise RuntimeError(f"{final} exists but is not a complete tiny model; delete it and try again")
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
+    if progress is not None and args["pretrain_steps"]:
+        progress(0, args["pretrain_steps"], math.nan)   # a build starts: the corpus and tokenizer come first
     try:
         make_tiny_model(tmp, progress=progress, overwrite=True, **args)
         try:

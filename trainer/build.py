@@ -84,11 +84,12 @@ def _limited(env: VerifiableEnv, limit: Optional[int]) -> VerifiableEnv:
 def resolve_model_path(model: str) -> str:
     """A path or hub id as given; "tiny" / "tiny:STEPS" become the offline tiny model's directory."""
     if model == "tiny" or model.startswith("tiny:"):
-        from proctor.tiny_model import tiny_model_path
+        from proctor.tiny_model import build_progress, tiny_model_path
 
         # 800 pretraining steps (~4 min once, then cached): enough for GRPO to sharpen.
         steps = int(model.split(":", 1)[1]) if ":" in model else 800
-        return str(tiny_model_path(pretrain_steps=steps))
+        with build_progress() as show:   # a bar with an ETA while it builds; nothing when cached
+            return str(tiny_model_path(pretrain_steps=steps, progress=show))
     return model
 
 

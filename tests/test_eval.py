@@ -1,0 +1,194 @@
+"""Evaluation during training: held-out questions, greedy pass rate and pass@k, eval_* rows, the plot."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch = pytest.importorskip("torch")
+
+from proctor.envs import EnvSuite, ListSource, Task, VerifiableEnv, Verdict, Verifier  # noqa: E402
+from proctor.envs.core.splits import question_key  # noqa: E402
+from proctor.trainer.build import build_eval_suite, build_suite, build_trainer  # noqa: E402
+from proctor.trainer.config import GRPOConfig  # noqa: E402
+from proctor.trainer.evaluation import EvalSettings, eval_items, evaluate, is_due, pass_at_k  # noqa: E402
+from proctor.trainer.metrics import read_metrics, reward_figure  # noqa: E402
+from proctor.trainer.rollout import Rollout  # noqa: E402
+
+ARITH = {"id": "proctor/Arithmetic-v0",
+         "kwargs": {"level": 1, "n": 400, "numbers": [0, 20], "prompt_template": "What is {expr}?"}}
+
+
+@pytest.fixture(autouse=True)
+def fresh_accelerator_state():
+    """accelerate keeps one process-wide state; each trainer here sets its own precision."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+# ---------------------------------------------------------------- the estimator
+@pytest.mark.parametrize("n, c, k, expected", [
+    (4, 1, 1, 0.25),          # pass@1 is the share correct
+    (4, 1, 2, 0.5),           # 1 - C(3,2)/C(4,2) = 1 - 3/6
+    (5, 2, 3, 0.9),           # 1 - C(3,3)/C(5,3) = 1 - 1/10
+    (10, 3, 4, 1 - 35 / 210),  # 1 - C(7,4)/C(10,4)
+    (4, 0, 4, 0.0),
+    (3, 2, 2, 1.0),           # n - c < k: every pair holds a correct one
+])
+def test_pass_at_k_matches_hand_values(n, c, k, expected):
+    assert pass_at_k(n, c, k) == pytest.approx(expected)
+
+
+def test_pass_at_k_refuses_impossible_counts():
+    for n, c, k in ((4, 5, 1), (4, 1, 5), (4, 1, 0)):
+        with pytest.raises(ValueError, match="pass_at_k"):
+            pass_at_k(n, c, k)
+
+
+def test_eval_schedule_is_before_step_one_every_n_and_at_the_end():
+    assert [s for s in range(0, 8) if is_due(s, 3, 7)] == [0, 3, 6, 7]
+    assert not any(is_due(s, 0, 7) for s in range(8))
+
+
+# ---------------------------------------------------------------- evaluate() on known answers
+class Exact(Verifier):
+    def verify(self, task, completion):
+        right = completion.strip() == task.answer
+        return Verdict(reward=float(right), parts={"correct": float(right)}, correct=right)
+
+
+class Scripted:
+    """A generator whose answers are fixed per prompt: greedy answers, then n samples each."""
+
+    def __init__(self, greedy: list[str], samples: list[list[str]]) -> None:
+        self.greedy_texts, self.samples = greedy, samples
+
+    def greedy(self, prompts, max_new_tokens):
+        assert len(prompts) == len(self.greedy_texts)
+        return list(self.greedy_texts)
+
+    def generate(self, prompts, params):
+        assert params.n == max(len(s) for s in self.samples) and len(prompts) == len(self.samples)
+        return [[Rollout(tuple(p), (1,), (0.0,), text, "stop") for text in group]
+                for p, group in zip(prompts, self.samples)]
+
+
+def test_evaluate_counts_greedy_and_pass_at_k_per_env_and_overall():
+    tasks = [Task(id=f"q{i}", prompt=f"What is {i} + 1?", answer=str(i + 1)) for i in range(3)]
+    suite = EnvSuite({"a": VerifiableEnv(ListSource(tasks[:2]), Exact()),
+                      "b": VerifiableEnv(ListSource(tasks[2:]), Exact())})
+    items = eval_items(suite)
+    assert [(i.env, i.task.id) for i in items] == [("a", "q0"), ("a", "q1"), ("b", "q2")]
+    # greedy: q0 right, q1 wrong, q2 right; samples: q0 1 of 4 right, q1 none, q2 all
+    gen = Scripted(["1", "7", "3"], [["1", "0", "0", "0"], ["0"] * 4, ["3"] * 4])
+    out = evaluate(gen, lambda item: [1, 2, 3], suite, items, EvalSettings(k=(1, 2, 4), max_new_tokens=4))
+    assert out["eval_greedy_pass_rate"] == pytest.approx(2 / 3)
+    assert out["eval_a_greedy_pass_rate"] == pytest.approx(0.5) and out["eval_b_greedy_pass_rate"] == 1.0
+    assert out["eval_pass@1"] == pytest.approx((0.25 + 0 + 1) / 3)
+    assert out["eval_pass@2"] == pytest.approx((0.5 + 0 + 1) / 3)
+    assert out["eval_pass@4"] == pytest.approx((1 + 0 + 1) / 3)
+    assert out["eval_a_pass@2"] == pytest.approx(0.25) and out["eval_b_pass@4"] == 1.0
+    assert out["eval_prompts"] == 3 and out["eval_infra"] == 0
+
+
+# ---------------------------------------------------------------- held-out questions
+def test_train_and_eval_question_sets_are_disjoint():
+    cfg = GRPOConfig.from_dict({"data": {"envs": {"arith": ARITH}},
+                                "eval": {"split": 0.1, "every": 5, "max_prompts": 30}})
+    train_env, eval_env = build_suite(cfg).envs["arith"], build_eval_suite(cfg).envs["arith"]
+    train = {question_key(train_env.source[i]) for i in range(len(train_env.source))}
+    held_out = [question_key(eval_env.source[i]) for i in range(len(eval_env.source))]
+    assert len(held_out) == 30 == len(set(held_out))        # max_prompts distinct questions
+    assert len(train) > 100 and not train & set(held_out)
+    # without a split the train env draws from every question, held-out ones included
+    every = build_suite(GRPOConfig.from_dict({"data": {"envs": {"arith": ARITH}}})).envs["arith"]
+    assert {question_key(every.source[i]) for i in range(len(every.source))} & set(held_out)
+
+
+def test_separate_eval_envs_keep_their_first_max_prompts_tasks():
+    other = {"id": "proctor/Arithmetic-v0", "kwargs": {"level": 2, "n": 50, "seed": 7}}
+    cfg = GRPOConfig.from_dict({"eval": {"envs": {"l2": other}, "every": 5, "max_prompts": 12}})
+    suite = build_eval_suite(cfg)
+    assert list(suite.envs) == ["l2"] and len(suite.envs["l2"].source) == 12
+    assert build_eval_suite(GRPOConfig.from_dict({"eval": {"envs": {"l2": other}}})) is None   # every: 0
+
+
+# ---------------------------------------------------------------- a run
+def test_eval_rows_land_at_their_steps_and_the_plot_has_two_lines(tmp_path):
+    cfg = GRPOConfig.from_dict({
+        "model": "tiny:0", "max_steps": 5, "output_dir": str(tmp_path / "run"),
+        "data": {"envs": {"arith": ARITH}, "prompts_per_step": 2},
+        "rollout": {"group_size": 2, "max_new_tokens": 3},
+        "eval": {"split": 0.1, "every": 2, "max_prompts": 6, "k": [2]}})
+    trainer = build_trainer(cfg)
+    trainer.train()
+    rows = read_metrics(tmp_path / "run")
+    assert [r["step"] for r in rows] == [0, 1, 2, 3, 4, 5]
+    evaluated = [r["step"] for r in rows if "eval_greedy_pass_rate" in r]
+    assert evaluated == [0, 2, 4, 5]                       # before step 1, every 2, and at the end
+    assert "reward_mean" not in rows[0]                    # the step-0 row is the evaluation alone
+    for r in (r for r in rows if r["step"] in evaluated):
+        assert r["eval_prompts"] == 6
+        for key in ("eval_greedy_pass_rate", "eval_pass@2", "eval_arith_greedy_pass_rate", "eval_arith_pass@2"):
+            assert 0.0 <= r[key] <= 1.0, key
+    assert not any(k.startswith("eval_") for r in rows if r["step"] in (1, 3) for k in r)
+    assert (tmp_path / "run" / "reward.png").exists()
+
+    fig = reward_figure(rows)
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines() if not line.get_label().startswith("_")}
+    train = next(line for label, line in lines.items() if label.startswith("train pass rate"))
+    greedy = lines["held-out eval: greedy pass rate"]
+    assert "held-out eval: pass@2" in lines
+    assert list(greedy.get_xdata()) == evaluated
+    assert list(greedy.get_ydata()) == [r["eval_greedy_pass_rate"] for r in rows if r["step"] in evaluated]
+    assert list(train.get_xdata()) == [1, 2, 3, 4, 5]
+    assert train.get_color() != greedy.get_color() and train.get_linestyle() != greedy.get_linestyle()
+    assert {t.get_text() for t in fig.axes[0].get_legend().get_texts()} >= {train.get_label(), greedy.get_label()}
+
+
+def test_reward_plot_without_evaluation_draws_the_train_curve_only():
+    rows = [{"step": s, "reward_mean": 0.1 * s, "pass_rate": 0.1 * s} for s in range(1, 6)]
+    labels = [line.get_label() for line in reward_figure(rows).axes[0].get_lines()]
+    assert [lab for lab in labels if not lab.startswith("_")] == ["train pass rate (sampled), moving avg"]
+
+
+# ---------------------------------------------------------------- bad settings
+@pytest.mark.parametrize("settings, field", [
+    ({"every": 5}, "eval.every"),                                    # nothing to evaluate on
+    ({"split": 1.5}, "eval.split"),
+    ({"split": 0.1, "every": 2, "greedy": False}, "eval.greedy"),   # nothing to measure
+    ({"split": 0.1, "every": 2, "k": [0]}, "eval.k"),
+    ({"split": 0.1, "every": 2, "max_prompts": 0}, "eval.max_prompts"),
+    ({"split": 0.1, "envs": {"x": ARITH}}, "eval.envs and eval.split"),
+    ({"evry": 3}, "eval.evry"),
+    ({"every": "often"}, "eval.every"),
+])
+def test_bad_eval_config_names_the_field(settings, field):
+    with pytest.raises(ValueError, match=field.replace(".", r"\.")) as err:
+        GRPOConfig.from_dict({"eval": settings}, where="run.yaml")
+    assert "run.yaml" in str(err.value) or "GRPOConfig" in str(err.value)
+
+
+def test_a_bad_eval_env_names_its_key():
+    cfg = GRPOConfig.from_dict({"eval": {"envs": {"held": {"kwargs": {}}}, "every": 2}})
+    with pytest.raises(ValueError, match=r"eval\.envs\.held: needs an 'id'"):
+        build_eval_suite(cfg)
+
+
+def test_a_trainer_asked_to_evaluate_without_an_eval_suite_says_how(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from proctor.trainer.build import resolve_model_path
+    from proctor.trainer.grpo import GRPOTrainer
+
+    path = resolve_model_path("tiny:0")
+    cfg = GRPOConfig.from_dict({"model": path, "output_dir": str(tmp_path), "data": {"envs": {"arith": ARITH}},
+                                "eval": {"split": 0.1, "every": 2}})
+    with pytest.raises(ValueError, match="build_eval_suite"):
+        GRPOTrainer(cfg, build_suite(cfg), AutoModelForCausalLM.from_pretrained(path),
+                    AutoTokenizer.from_pretrained(path))
