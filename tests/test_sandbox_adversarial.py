@@ -533,6 +533,44 @@ def test_sysv_ipc_objects_do_not_survive(solo):
     # The container may be replaced (the server reports what it cannot scrub): either way
     # the next job must not see them.
     assert_clean(probe(solo))
+    r = solo.run(job("c", IPC_LOOKUP))
+    assert r.status == "passed" and r.stdout.split() == ["shm", "-1", "msg", "-1", "sem", "-1", "mq", "-1"], \
+        "IPC objects of an earlier job are visible: " + explain(r)
+    assert_benign_passes(solo)
+
+
+# Looks the objects above up by key and name, as a later job would: -1 = not there.
+IPC_LOOKUP = textwrap.dedent("""
+    #include <fcntl.h>
+    #include <mqueue.h>
+    #include <stdio.h>
+    #include <sys/ipc.h>
+    #include <sys/msg.h>
+    #include <sys/sem.h>
+    #include <sys/shm.h>
+    int main(void) {
+        printf("shm %d msg %d sem %d mq %d\\n", shmget(0x5eed, 0, 0), msgget(0x5eed, 0), semget(0x5eed, 0, 0),
+               (int)mq_open("/left-queue", O_RDWR));
+        return 0;
+    }
+""")
+
+
+def test_posix_message_queue_alone_does_not_survive(solo):
+    # Without SysV objects beside it, nothing else would get the container replaced.
+    r = solo.run(job("c", textwrap.dedent("""
+        #include <fcntl.h>
+        #include <mqueue.h>
+        #include <stdio.h>
+        int main(void) {
+            printf("mq %d\\n", (int)mq_open("/left-queue", O_CREAT | O_RDWR, 0600, NULL));
+            return 0;
+        }
+    """)))
+    assert r.status == "passed" and "mq -1" not in r.stdout, explain(r)
+    r = solo.run(job("c", IPC_LOOKUP))
+    assert r.status == "passed" and r.stdout.split()[-2:] == ["mq", "-1"], \
+        "a message queue of an earlier job is visible: " + explain(r)
     assert_benign_passes(solo)
 
 

@@ -46,7 +46,7 @@ def _gvisor_problem() -> Optional[str]:
     return None
 
 
-# Known to fail under Debian's runsc (0.0~20221219): it delivers SIGKILL and SIGSTOP from
+# Known to fail under Debian's runsc (0.0~20221219). It delivers SIGKILL and SIGSTOP from
 # a process inside the sandbox to the sandbox's PID 1, which Linux never does for a
 # namespace's init. The fork server is then killed (stopped) by the job: the verdict is
 # infra_error, never a score, but the attack is not contained. Fixing it needs the
@@ -56,6 +56,10 @@ UNCONTAINED_UNDER_RUNSC = {
         "runsc delivers a job's kill(1, SIGKILL) to the sandbox's PID 1 (Linux ignores it for init)",
     "test_signals_to_pid_1_do_not_disturb_the_server[SIGSTOP]":
         "runsc delivers a job's kill(1, SIGSTOP) to the sandbox's PID 1 (Linux ignores it for init)",
+    # gVisor gives the container no mqueue filesystem (/dev/mqueue): the server can
+    # neither list nor remove a job's POSIX message queues (SysV objects it counts).
+    "test_posix_message_queue_alone_does_not_survive":
+        "runsc mounts no /dev/mqueue: a job's POSIX message queue outlives it in the container",
 }
 
 
@@ -90,25 +94,32 @@ def solo(engine, canary, gvisor):
         yield sandbox
 
 
-def _started(sandbox: Sandbox) -> int:
-    return sum(p.started for p in sandbox.pools)
+# gVisor's kernel boots with each sandbox: the wall-clock instant of that boot (now minus
+# /proc/uptime) is steady within 10 ms in one container, and containers start seconds apart.
+BOOT_PROBE = "import time\nprint(repr(time.time() - float(open('/proc/uptime').read().split()[0])))"
+SAME_BOOT_S = 0.05
+
+
+def boot_instant(sandbox: Sandbox) -> float:
+    r = sandbox.run(adversarial.py(BOOT_PROBE))   # the probe's limits: the same container spec
+    assert r.passed, adversarial.explain(r)
+    return float(r.stdout.strip())
 
 
 @pytest.fixture
 def same_container(solo):
-    """As in the adversarial module; the container's identity from the pool, not mountinfo.
+    """As in the adversarial module; the container's identity is its gVisor kernel's boot instant.
 
-    Under gVisor /proc/self/mountinfo names no container. ``solo`` holds at most one
-    container, so the probe ran in the hostile job's container exactly when the pool
-    started none in between.
+    Under gVisor /proc/self/mountinfo names no container, so the mountinfo check would
+    compare two empty lists.
     """
     before = adversarial.probe(solo)
     adversarial.assert_clean(before)
-    started = _started(solo)
+    booted = boot_instant(solo)
 
     def check() -> dict:
         after = adversarial.probe(solo)
-        assert _started(solo) == started, \
+        assert abs(boot_instant(solo) - booted) < SAME_BOOT_S, \
             "the follow-up probe ran in another container: the check says nothing about cleanup"
         adversarial.assert_clean(after)
         adversarial.assert_benign_passes(solo)

@@ -165,14 +165,41 @@ def scrub() -> list[str]:
             problems.append(f"{root}: {exc}")
     # SysV IPC objects outlive processes and have no path: report them, and the
     # host replaces the container.
+    problems.extend(f"SysV {kind} objects left" for kind, n in sysv_counts().items() if n)
+    return problems
+
+
+def sysv_counts() -> dict[str, int]:
+    """How many SysV shm segments, message queues and semaphore sets exist here.
+
+    From /proc/sysvipc; where that is missing (gVisor), from the kernel's own
+    counters (shmctl SHM_INFO, msgctl MSG_INFO, semctl SEM_INFO).
+    """
+    counts = {}
     for kind in ("shm", "msg", "sem"):
         try:
             with open(f"/proc/sysvipc/{kind}") as f:
-                if len(f.read().splitlines()) > 1:
-                    problems.append(f"SysV {kind} objects left")
+                counts[kind] = len(f.read().splitlines()) - 1
         except OSError:
-            pass
-    return problems
+            counts[kind] = _sysv_info_count(kind)
+    return counts
+
+
+def _sysv_info_count(kind: str) -> int:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    info = (ctypes.c_int * 32)()   # larger than struct shm_info / msginfo / seminfo
+    if kind == "shm":
+        rc, used = libc.shmctl(0, 14, info), 0          # SHM_INFO: shm_info.used_ids
+    elif kind == "msg":
+        rc, used = libc.msgctl(0, 12, info), 0          # MSG_INFO: msginfo.msgpool (queues in use)
+    else:
+        rc, used = libc.semctl(0, 0, 19, info), 7       # SEM_INFO: seminfo.semusz (sets in use)
+    if rc < 0:
+        # Unknown means unclean: the container is replaced rather than trusted.
+        return 1
+    return info[used]
 
 
 # --------------------------------------------------------------------------- limits
