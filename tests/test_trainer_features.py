@@ -202,3 +202,23 @@ def test_steps_per_generation_resumes_mid_generation_exactly(tiny, tmp_path):
         assert rows_b[-1][key] == pytest.approx(rows_a[-1][key], rel=1e-5, abs=1e-7), key
     for (name, a), (_, b) in zip(straight.model.named_parameters(), resumed.model.named_parameters()):
         assert torch.allclose(a, b, atol=1e-6), name
+
+
+def test_an_env_by_factory_loads_in_train_as_in_envs_check(tmp_path):
+    """`proctor envs check path.py:factory` and data.envs {id: path.py:factory} take one loader."""
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from proctor.cli.app import app
+    from proctor.trainer.build import build_suite
+    from proctor.trainer.config import GRPOConfig
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "envs" / "palindrome_env.py"
+    checked = CliRunner().invoke(app, ["envs", "check", f"{example}:make_env"])
+    assert checked.exit_code == 0, checked.output
+    suite = build_suite(GRPOConfig.from_dict({"data": {"envs": {"pal": {"id": f"{example}:make_env"}}}}))
+    assert type(suite.envs["pal"]).__name__ == "VerifiableEnv" and len(suite.envs["pal"].source) > 0
+    bad = GRPOConfig.from_dict({"data": {"envs": {"pal": {"id": f"{example}:no_such_factory"}}}})
+    with pytest.raises(ValueError, match=r"config data.envs.pal: .*no_such_factory"):
+        build_suite(bad)
