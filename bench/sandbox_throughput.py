@@ -13,6 +13,10 @@ tests) is run many times in three modes, each at concurrency 1 and 4:
               passes when the exit code is 0. The floor: no isolation at all.
   docker-run  one ``docker run --rm`` per job through the Docker SDK with the same
               python sandbox image, from c threads: what most home-grown RL code does.
+  proctor-runsc  as proctor, with the containers under gVisor (``runtime="runsc"``):
+              rows "proctor [runsc]" and "proctor run_many [runsc]". On by default when
+              the engine has runsc registered (``PROCTOR_RUNTIME=runsc bash
+              scripts/setup.sh``); a runc/runsc table puts the two side by side.
 
 Every mode is measured the same way: jobs/s = counted jobs / summed wall time of
 the timed batches; p50/p99 = percentiles of the per-job wall times in ms. A cell's
@@ -217,14 +221,14 @@ def log(msg: str) -> None:
 
 
 class ProctorMode:
-    name = "proctor"
-
-    def __init__(self, conc: int, warm: int) -> None:
+    def __init__(self, conc: int, warm: int, runtime: Optional[str] = None) -> None:
         from proctor.sandbox import Job, Limits, Sandbox
 
         self.conc, self.Job = conc, Job
+        self.name = "proctor" if runtime is None else f"proctor-{runtime}"
+        self.suffix = "" if runtime is None else f" [{runtime}]"
         self.limits = Limits(wall_s=WALL_S, memory_mb=MEMORY_MB)
-        self.sb = Sandbox(slots=conc, auto_build=True)
+        self.sb = Sandbox(slots=conc, auto_build=True, runtime=runtime)
         try:
             t = time.perf_counter()
             # A container serves jobs of one memory/pids/disk budget: warm the benchmark's.
@@ -252,10 +256,10 @@ class ProctorMode:
         elapsed = time.perf_counter() - t0
         bad = [f"{r.status}: {(r.error or r.stderr)[-300:]}" for r in results if not r.passed]
         bad += ["missing result"] * (n - len(results))
-        return {"proctor": threads, "proctor run_many": Chunk(n, elapsed, [], bad)}
+        return {"proctor" + self.suffix: threads, "proctor run_many" + self.suffix: Chunk(n, elapsed, [], bad)}
 
     def close(self) -> None:
-        log(f"proctor c={self.conc}: containers {self.sb.stats()}")
+        log(f"{self.name} c={self.conc}: containers {self.sb.stats()}")
         self.sb.close()
 
 
@@ -343,6 +347,8 @@ def bench_concurrency(conc: int, modes: list[str], args: argparse.Namespace, ima
         for m in modes:
             if m == "proctor":
                 runners[m] = ProctorMode(conc, args.warm)
+            elif m == "proctor-runsc":
+                runners[m] = ProctorMode(conc, args.warm, runtime="runsc")
             elif m == "subprocess":
                 runners[m] = SubprocessMode(conc, args.warm)
             else:
@@ -399,6 +405,9 @@ def machine_info() -> dict:
         c.close()
     except Exception:  # noqa: BLE001
         info["docker"] = "unavailable"
+    if shutil.which("runsc"):
+        out = subprocess.run(["runsc", "--version"], capture_output=True, text=True, timeout=10).stdout
+        info["runsc"] = out.splitlines()[0] if out else "?"
     return info
 
 
@@ -419,14 +428,36 @@ def ratios(cells: list[Cell], concs: list[int]) -> list[dict]:
         for other in ("subprocess", "docker-run"):
             o = by.get((other, conc))
             row[f"run_many_over_{other}"] = (pm.jobs_per_s / o.jobs_per_s) if pm and o else None
+        for row_name, key in (("proctor", "runsc_over_runc"), ("proctor run_many", "run_many_runsc_over_runc")):
+            runc, runsc = by.get((row_name, conc)), by.get((f"{row_name} [runsc]", conc))
+            row[key] = (runsc.jobs_per_s / runc.jobs_per_s) if runc and runsc else None
         out.append(row)
     return out
+
+
+def print_runtimes(cells: list[Cell], ratio_rows: list[dict]) -> None:
+    """runc and runsc side by side: the price of gVisor's kernel per job."""
+    by = {(c.mode, c.concurrency): c for c in cells}
+    rows = [r for r in ratio_rows if r.get("runsc_over_runc") is not None]
+    if not rows:
+        return
+    print("\nproctor under runc vs runsc (gVisor)")
+    print(f"{'conc':>4} | {'runc jobs/s':>11} {'p50 ms':>7} {'p99 ms':>7} | {'runsc jobs/s':>12} {'p50 ms':>7} "
+          f"{'p99 ms':>7} | {'runsc/runc':>10} | {'run_many runc':>13} {'runsc':>6} {'ratio':>6}")
+    for r in rows:
+        conc = r["concurrency"]
+        a, b = by[("proctor", conc)], by[("proctor [runsc]", conc)]
+        ma, mb = by.get(("proctor run_many", conc)), by.get(("proctor run_many [runsc]", conc))
+        print(f"{conc:>4} | {a.jobs_per_s:>11.1f} {fmt(a.p50_ms):>7} {fmt(a.p99_ms):>7} | {b.jobs_per_s:>12.1f} "
+              f"{fmt(b.p50_ms):>7} {fmt(b.p99_ms):>7} | {r['runsc_over_runc']:>10.2f} | "
+              f"{fmt(ma.jobs_per_s if ma else None):>13} {fmt(mb.jobs_per_s if mb else None):>6} "
+              f"{fmt(r['run_many_runsc_over_runc'], 2):>6}")
 
 
 def print_report(info: dict, cells: list[Cell], ratio_rows: list[dict], args: argparse.Namespace) -> None:
     header = (f"machine: {info['hostname']}  nproc={info['nproc']}  cpu={info.get('cpu_model', '?')}  "
               f"mem={info.get('mem_gib', '?')} GiB  kernel={info['kernel']}\n"
-              f"docker {info.get('docker')}  host python {info.get('host_python')} "
+              f"docker {info.get('docker')}  {info.get('runsc', 'no runsc')}  host python {info.get('host_python')} "
               f"{info.get('host_python_version', '')}\n"
               f"date {info['date']}  load average at start {info['loadavg_start']}  "
               f"at end {info['loadavg_end']}\n"
@@ -435,6 +466,7 @@ def print_report(info: dict, cells: list[Cell], ratio_rows: list[dict], args: ar
               f"warm-up {args.warm} jobs per cell not counted, {args.rounds} interleaved rounds")
     try:
         from rich.console import Console
+        from rich.markup import escape   # "proctor [runsc]" is not markup
         from rich.table import Table
     except ImportError:
         Console = None  # type: ignore[assignment]
@@ -446,7 +478,7 @@ def print_report(info: dict, cells: list[Cell], ratio_rows: list[dict], args: ar
         for col in ("mode", "concurrency", "jobs", "jobs/s", "p50 ms", "p99 ms", "failures"):
             t.add_column(col, justify="left" if col == "mode" else "right")
         for c in cells:
-            t.add_row(c.mode, str(c.concurrency), str(c.jobs), fmt(c.jobs_per_s), fmt(c.p50_ms),
+            t.add_row(escape(c.mode), str(c.concurrency), str(c.jobs), fmt(c.jobs_per_s), fmt(c.p50_ms),
                       fmt(c.p99_ms), str(c.failures))
         console.print(t)
         r = Table(title="throughput ratios (jobs/s)")
@@ -476,7 +508,23 @@ def print_report(info: dict, cells: list[Cell], ratio_rows: list[dict], args: ar
 
 # --------------------------------------------------------------------------- main
 
-MODES = ("proctor", "subprocess", "docker-run")
+MODES = ("proctor", "proctor-runsc", "subprocess", "docker-run")
+ROWS = ("proctor", "proctor run_many", "proctor [runsc]", "proctor run_many [runsc]", "subprocess", "docker-run")
+
+
+def runsc_problem() -> Optional[str]:
+    """Why the engine cannot run sandboxes under runsc, or None."""
+    from proctor.sandbox import SandboxError
+    from proctor.sandbox.engine import check_runtime, connect
+
+    try:
+        client = connect()
+        try:
+            return None if check_runtime(client, "runsc", "the local engine") else "runsc is not gVisor here"
+        finally:
+            client.close()
+    except SandboxError as exc:
+        return str(exc)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -488,7 +536,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--warm", type=int, default=None, help="uncounted warm-up jobs per cell (4)")
     ap.add_argument("--rounds", type=int, default=None,
                     help="split each cell into this many chunks, modes interleaved round by round (5)")
-    ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated subset of {','.join(MODES)}")
+    ap.add_argument("--modes", default=None,
+                    help=f"comma-separated subset of {','.join(MODES)} (default: all; proctor-runsc only "
+                         "when the engine has runsc)")
     ap.add_argument("--json", metavar="PATH", help="write every number (incl. per-job latencies) here")
     ap.add_argument("--quick", action="store_true", help="smoke run: 30 / 8 jobs per cell, 2 warm-up")
     args = ap.parse_args(argv)
@@ -498,7 +548,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     args.warm = args.warm if args.warm is not None else (2 if args.quick else 4)
     args.rounds = args.rounds if args.rounds is not None else (2 if args.quick else 5)
     concs = [int(x) for x in args.conc.split(",") if x.strip()]
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if args.modes is None:
+        problem = runsc_problem()
+        if problem is not None:
+            log(f"not measuring proctor under runsc: {problem}")
+        modes = [m for m in MODES if m != "proctor-runsc" or problem is None]
+    else:
+        modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:
         if m not in MODES:
             ap.error(f"unknown mode {m!r}; choose from {', '.join(MODES)}")
@@ -527,10 +583,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     info["total_s"] = round(time.perf_counter() - t_all, 1)
     info["image"] = image
 
-    order = {m: i for i, m in enumerate(("proctor", "proctor run_many", "subprocess", "docker-run"))}
+    order = {m: i for i, m in enumerate(ROWS)}
     cells.sort(key=lambda c: (c.concurrency, order[c.mode]))
     ratio_rows = ratios(cells, concs)
     print_report(info, cells, ratio_rows, args)
+    print_runtimes(cells, ratio_rows)
 
     if args.json:
         payload = {"machine": info, "job": {"code": CODE, "tests": TESTS, "wall_s": WALL_S, "memory_mb": MEMORY_MB},
