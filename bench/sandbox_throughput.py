@@ -520,7 +520,7 @@ def runsc_problem() -> Optional[str]:
     try:
         client = connect()
         try:
-            return None if check_runtime(client, "runsc", "the local engine") else "runsc is not gVisor here"
+            return None if check_runtime(client, "runsc", client.api.base_url) else "runsc is not gVisor here"
         finally:
             client.close()
     except SandboxError as exc:

@@ -35,7 +35,8 @@ VERSION_PROBE = "print(open('/proc/version').read().strip())"
 def _gvisor_problem() -> Optional[str]:
     """Why a sandbox cannot run under gVisor here, or None when one just did."""
     try:
-        if not check_runtime(connect(), RUNTIME, "the local engine"):
+        client = connect()
+        if not check_runtime(client, RUNTIME, client.api.base_url):
             return f"runtime {RUNTIME!r} is registered with the engine but is not gVisor's runsc"
         with Sandbox(runtime=RUNTIME, slots=1, spare=0, retries=0, auto_build=True) as sb:
             r = sb.run(Job("python", VERSION_PROBE))
