@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from .metrics import METRICS_FILE, mean_of, plot_run, read_metrics
+from .metrics import METRICS_FILE, mean_of, plot_run, read_metrics, train_rows
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ def load_rows(run_dir: Path) -> list[dict[str, Any]]:
     if not (run_dir / METRICS_FILE).exists():
         raise FileNotFoundError(f"{run_dir / METRICS_FILE} not found: RUN_DIR must be a `proctor train --output-dir` "
                                 "directory")
-    rows = read_metrics(run_dir)
+    rows = train_rows(read_metrics(run_dir))   # an evaluation before step 1 is not a step
     if not rows:
         raise ValueError(f"{run_dir / METRICS_FILE} has no steps yet")
     return rows
