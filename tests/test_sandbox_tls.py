@@ -7,6 +7,7 @@ and always tear it down.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from pathlib import Path
@@ -122,6 +123,27 @@ def test_tls_engine_refuses_clients_it_did_not_certify(tls_engine, tmp_path):
     # No certificate at all, even when plain TCP is allowed: no answer.
     with pytest.raises(EngineUnavailable):
         connect(tls_engine.url, insecure_tcp=True)
+
+
+def test_cli_reaches_the_tls_engine_with_a_cert_path(tls_engine, tmp_path):
+    from typer.testing import CliRunner
+
+    from proctor.cli.app import app
+
+    certs = str(Path(tls_engine.client_tls.ca_cert).parent)
+    runner = CliRunner()
+    listed = runner.invoke(app, ["images", "list", "--host", tls_engine.url, "--cert-path", certs])
+    assert listed.exit_code == 0, listed.output
+    assert "python" in listed.output and "present" in listed.output
+    prog = tmp_path / "prog.py"
+    prog.write_text("print(6 * 7)\n")
+    ran = runner.invoke(app, ["sandbox", "run", "--host", tls_engine.url, "--cert-path", certs, "--json", str(prog)])
+    assert ran.exit_code == 0, ran.output
+    result = json.loads(ran.output)
+    assert result["stdout"] == "42\n" and result["host"] == tls_engine.url
+    # Without certificates the CLI refuses the plain-TCP URL and says why.
+    refused = runner.invoke(app, ["images", "list", "--host", tls_engine.url])
+    assert refused.exit_code != 0 and "plain TCP" in refused.output
 
 
 def test_tls_fleet_survives_an_engine_killed_mid_batch(docker_ready):
