@@ -15,7 +15,8 @@
 // console, JSON and the assert module are frozen so that the program cannot disarm
 // the tests' checks. Both scripts are parsed before either runs: a syntax error
 // exits with status 3 (the host reports compile_error). Usage:
-// node launcher.js WORKDIR PROGRAM [TESTS]
+// node launcher.js [--sandbox-fds] WORKDIR PROGRAM [TESTS]; --sandbox-fds says that
+// fds 3 and 4 are the server's (elsewhere they may be node's own pipes).
 const fs = require('fs');
 const vm = require('vm');
 const path = require('path');
@@ -24,12 +25,14 @@ const assert = require('assert');
 const { createRequire } = require('module');
 
 const writeSync = fs.writeSync;
-const [workDir, programPath, testsPath] = process.argv.slice(2);
+const sandboxFds = process.argv[2] === '--sandbox-fds';
+const [workDir, programPath, testsPath] = process.argv.slice(sandboxFds ? 3 : 2);
 
 function readNonce() {
   const raw = Buffer.alloc(128);
   let length = 0;
   try {
+    if (!sandboxFds) return { mask: Buffer.alloc(0), masked: Buffer.alloc(0) };
     for (;;) {
       const n = fs.readSync(4, raw, length, raw.length - length, null);
       if (n <= 0 || length + n > raw.length) break;
@@ -49,6 +52,7 @@ function readNonce() {
 const nonce = readNonce();
 
 function writeMarker() {
+  if (nonce.masked.length === 0) return;   // no nonce: fd 3 is not ours
   const out = Buffer.alloc(nonce.masked.length);
   for (let i = 0; i < out.length; i++) out[i] = nonce.masked[i] ^ nonce.mask[i];
   try {

@@ -315,7 +315,7 @@ def build_javascript(job: dict, limits: dict, budget: Budget) -> Built:
     if job.get("tests"):
         paths.append(write_src("tests.js", job["tests"]))
     argv = [NODE, f"--max-old-space-size={limits['memory_mb']}", "--stack-size=4000",
-            f"{OPT}/node/launcher.js", WORK, *(os.path.join(WORK, p) for p in paths)]
+            f"{OPT}/node/launcher.js", "--sandbox-fds", WORK, *(os.path.join(WORK, p) for p in paths)]
     return [], {"argv": argv, "data_limit": False}
 
 
