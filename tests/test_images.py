@@ -88,7 +88,7 @@ def test_base_ref_feeds_the_image_hash() -> None:
 
 def test_unknown_image_name_is_rejected() -> None:
     with pytest.raises(ValueError, match="choose one of"):
-        img.image_ref("rust")
+        img.image_ref("cobol")
 
 
 def test_unreachable_engine_says_how_to_fix() -> None:

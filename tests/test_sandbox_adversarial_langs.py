@@ -38,7 +38,7 @@ FORGED: dict[str, dict[str, tuple[str, str, str]]] = {
                                     "        System.exit(0);\n        return false;\n" + JAVA_END, "", "failed"),
         "reflection into the launcher": (
             "        try {\n"
-            "            java.lang.reflect.Method m = Class.forName(\"proctor.launcher.Main\")\n"
+            "            java.lang.reflect.Method m = Class.forName(\"proctor.launcher.Launcher\")\n"
             "                .getDeclaredMethod(\"main\", String[].class);\n"
             "            m.setAccessible(true);\n"
             "            m.invoke(null, (Object) new String[] {\"Main\"});\n"

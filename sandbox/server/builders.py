@@ -158,7 +158,7 @@ def build_java(job: dict, limits: dict, budget: Budget) -> Built:
     argv = [f"{JAVA_HOME}/bin/java", *JAVA_JIT, f"-XX:SharedArchiveFile={OPT}/java/run.jsa", "-Xlog:disable",
             "-Xlog:all=error:stderr", "-XX:+DisableAttachMechanism", f"-Xmx{limits['memory_mb']}m", "-Xss8m",
             "-ea", "-Dfile.encoding=UTF-8", "-cp", classes, "-p", f"{OPT}/java/mods",
-            "-m", "proctor.launcher/proctor.launcher.Main", *(name for name, _ in candidates)]
+            "-m", "proctor.launcher/proctor.launcher.Launcher", *(name for name, _ in candidates)]
     return [step], {"argv": argv, "data_limit": False}
 
 

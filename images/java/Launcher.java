@@ -26,10 +26,10 @@ import java.util.List;
  * <p>Arguments: the candidate main classes, in order; the first with a
  * {@code public static void main(String[])} runs.
  */
-public final class Main {
+public final class Launcher {
     private static final int MAX = 128;
 
-    private Main() {
+    private Launcher() {
     }
 
     public static void main(String[] args) throws IOException {
