@@ -37,7 +37,7 @@ def test_no_args_prints_help() -> None:
 
 
 def test_unknown_image_name_is_a_usage_error() -> None:
-    result = runner.invoke(app, ["images", "build", "--name", "rust"])
+    result = runner.invoke(app, ["images", "build", "--name", "cobol"])
     assert result.exit_code == 2
 
 
@@ -104,7 +104,7 @@ def test_sandbox_run_bad_cases_file_names_file_and_row(tmp_path) -> None:
 
 
 def test_sandbox_run_unknown_extension_says_what_to_do(tmp_path) -> None:
-    prog = tmp_path / "p.rs"
-    prog.write_text("fn main() {}")
+    prog = tmp_path / "p.kt"
+    prog.write_text("fun main() {}")
     result = runner.invoke(app, ["sandbox", "run", str(prog)])
     assert result.exit_code == 2 and "--language" in result.output

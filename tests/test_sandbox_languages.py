@@ -90,6 +90,23 @@ def test_stdin_stdout_cases(sb, language):
     assert r.status == "failed"
 
 
+HELLO = {"java": 'public class Hi {\n  public static void main(String[] a) { System.out.println("hi"); }\n}\n',
+         "go": 'package main\n\nimport "fmt"\n\nfunc main() { fmt.Println("hi") }\n',
+         "rust": 'fn main() { println!("hi"); }\n',
+         "javascript": "console.log('hi');\n"}
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_program_without_tests_passes_when_its_main_returns(sb, language):
+    r = sb.run(Job(language=language, code=HELLO[language], limits=LIM))
+    assert r.status == "passed" and r.stdout == "hi\n", explain(r)
+
+
+def test_go_program_without_tests_needs_main(sb):
+    r = sb.run(Job(language="go", code="package main\n\nfunc F() int { return 1 }\n", limits=LIM))
+    assert r.status == "compile_error" and "func main()" in r.stderr, explain(r)
+
+
 def test_java_main_class_and_file_names_follow_the_public_classes(sb):
     """javac wants a public class in a file of its name; the tests' public class with main() runs."""
     code = ("/* public class NotThis {} */\n"

@@ -156,9 +156,9 @@ function main() {
   } catch (error) {
     die(error, 1);
   }
-  if (testsPath === undefined) return;
+  // The marker says the last script (the tests, or a program without tests) ran to its end.
   if (result instanceof Promise) {
-    // Asynchronous tests: the marker waits for the Promise the tests script ended with.
+    // Asynchronous tests: the marker waits for the Promise the script ended with.
     Promise.prototype.then.call(result, writeMarker, (error) => die(error, 1));
   } else {
     writeMarker();

@@ -20,7 +20,8 @@ app = typer.Typer(help="Run untrusted programs in the Docker sandbox.", no_args_
 console = Console()
 err = Console(stderr=True)
 
-_EXT_LANGUAGE = {".py": "python", ".c": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp"}
+_EXT_LANGUAGE = {".py": "python", ".c": "c", ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".java": "java", ".go": "go",
+                 ".rs": "rust", ".js": "javascript", ".cjs": "javascript"}
 _STYLE = {"passed": "green", "failed": "red", "infra_error": "magenta"}
 
 
@@ -82,10 +83,10 @@ def _result_dict(r: Result) -> dict:
 
 @app.command("run")
 def run(
-    file: Annotated[Path, typer.Argument(help="The program: .py, .c or .cpp.")],
+    file: Annotated[Path, typer.Argument(help="The program: .py, .c, .cpp, .java, .go, .rs or .js.")],
     tests: Annotated[Optional[Path], typer.Option("--tests", "-t", help="Test code: appended (Python) or linked (C/C++).")] = None,
     cases: Annotated[Optional[Path], typer.Option("--cases", help="stdin/stdout cases: JSON [[stdin, expected], ...].")] = None,
-    language: Annotated[Optional[str], typer.Option("--language", "-l", help="python | c | cpp (default: from the file's extension).")] = None,
+    language: Annotated[Optional[str], typer.Option("--language", "-l", help="python | c | cpp | java | go | rust | javascript (default: from the file's extension).")] = None,
     wall_s: Annotated[float, typer.Option(help="Wall-clock limit per run, seconds.")] = Limits.wall_s,
     cpu_s: Annotated[float, typer.Option(help="CPU-time limit per run (whole process tree), seconds.")] = Limits.cpu_s,
     memory_mb: Annotated[int, typer.Option(help="Memory limit, MiB.")] = Limits.memory_mb,
@@ -98,7 +99,7 @@ def run(
     """Run one program (and its tests or cases) in the sandbox; exit code 0 only if it passed."""
     lang = language or _EXT_LANGUAGE.get(file.suffix)
     if lang is None:
-        raise typer.BadParameter(f"cannot tell the language of {file} from its extension; pass --language python|c|cpp")
+        raise typer.BadParameter(f"cannot tell the language of {file} from its extension; pass --language python|c|cpp|java|go|rust|javascript")
     try:
         job = Job(language=lang, code=_read(file, "program"),  # type: ignore[arg-type]
                   tests=_read(tests, "tests file") if tests else None,

@@ -195,6 +195,27 @@ func main() {
 """
 
 
+# A program without tests: its main runs, and the guard marks that it returned.
+GO_PLAIN_MAIN = """package main
+
+import (
+\t_ "unsafe"
+
+\tguard "proctorguard"
+\t_ "proctorprog"
+)
+
+//go:linkname programMain proctorprog.main
+func programMain()
+
+func main() {
+\tprogramMain()
+\tguard.Finish()
+}
+"""
+_GO_MAIN_FUNC = re.compile(r"^func\s+main\s*\(\s*\)", re.M)
+
+
 def go_step(budget: Budget, argv: list[str]) -> dict:
     """A Go tool run; the tools print their errors on stdout, moved to stderr where errors are read."""
     step = budget.step(argv)
@@ -214,19 +235,19 @@ def go_link(budget: Budget, steps: list[dict], main_archive: str) -> Built:
 
 
 def build_go(job: dict, limits: dict, budget: Budget) -> Built:
+    tests = job.get("tests")
+    names = _GO_TEST.findall(tests) if tests else []
+    if tests and not names:
+        why = "Go tests must define at least one func TestXxx(t *testing.T)"
+        return [refused(budget.step(["/bin/true"]), why)], None
+    if not tests and not _GO_MAIN_FUNC.search(job["code"]):
+        return [refused(budget.step(["/bin/true"]), "a Go program without tests needs a func main()")], None
+    # The program (and its tests) become an importable package whose init runs after the
+    # guard's; a generated main runs the tests, or the program's own main.
+    units = [("code.go", job["code"])] + ([("tests.go", tests)] if tests else [])
+    files = [write_src(name, _GO_PACKAGE.sub(f"package {GO_PROG}", text, count=1)) for name, text in units]
+    files.append(write_src("zz_proctor_guard.go", f'package {GO_PROG}\n\nimport _ "proctorguard"\n'))
     compile_ = [f"{GO_TOOLS}/compile", "-pack", *GO_PKGS]
-    if not job.get("tests"):   # a plain program: its own main
-        code = write_src("code.go", job["code"])
-        steps = [go_step(budget, [*compile_, "-p", "main", "-o", f"{BUILD}/main.a", code])]
-        return go_link(budget, steps, f"{BUILD}/main.a") if ok(steps[0]) else (steps, None)
-    names = _GO_TEST.findall(job["tests"])
-    if not names:
-        step = budget.step(["/bin/true"])
-        return [refused(step, "Go tests must define at least one func TestXxx(t *testing.T)")], None
-    # The program and its tests become an importable package whose init runs after the guard's.
-    files = [write_src("code.go", _GO_PACKAGE.sub(f"package {GO_PROG}", job["code"], count=1)),
-             write_src("tests.go", _GO_PACKAGE.sub(f"package {GO_PROG}", job["tests"], count=1)),
-             write_src("zz_proctor_guard.go", f'package {GO_PROG}\n\nimport _ "proctorguard"\n')]
     steps = [go_step(budget, [*compile_, "-p", GO_PROG, "-o", f"{BUILD}/{GO_PROG}.a", *files])]
     if not ok(steps[-1]):
         return steps, None
@@ -237,7 +258,8 @@ def build_go(job: dict, limits: dict, budget: Budget) -> Built:
         why = ("the program references the test guard (" + ", ".join(reaching) + ")" if reaching
                else "could not list the program's symbols")
         return [refused(steps[-1], why)], None
-    main_go = write_src("proctor_main.go", GO_MAIN % "".join(f'\t{{"{n}", prog.{n}}},\n' for n in names))
+    main_src = GO_MAIN % "".join(f'\t{{"{n}", prog.{n}}},\n' for n in names) if tests else GO_PLAIN_MAIN
+    main_go = write_src("proctor_main.go", main_src)
     steps.append(go_step(budget, [*compile_, "-p", "main", "-I", BUILD, "-o", f"{BUILD}/main.a", main_go]))
     if not ok(steps[-1]):
         return steps, None
