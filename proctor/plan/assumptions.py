@@ -41,14 +41,14 @@ def assumptions(inp: "PlanInput", shape: ModelShape) -> list[str]:
     if inp.optimizer == "adamw8bit":
         lines.append("8-bit AdamW: one byte per moment; the block-wise quantisation scales (a few bytes per "
                      "2048 values) are left out.")
+    cast = " (bf16 projection and its fp32 cast by accelerate, alive together)" if inp.precision == "bf16-mixed" else ""
     lines += [
         f"Activations per layer (Korthikanti et al. 2022): s*b*(34*h + 5*heads*s) bytes at 16 bits"
         f"{' (x2 in fp32)' if wb == 4 else ''} without recomputation; with gradient checkpointing 2*h*s*b per "
         "layer plus one full layer; FlashAttention avoids the 5*heads*s score term, so this is high with it.",
         f"The actor's log-probs hold logits at the completion positions only, "
-        f"{logit_value_bytes(inp.precision)}*(completion+1)*b*vocab bytes"
-        f"{' (bf16 projection and its fp32 cast by accelerate, alive together)' if inp.precision == 'bf16-mixed' else ''}"
-        ", plus three fp32 chunks of at most 16 MiB; the gradient overwrites the logits "
+        f"{logit_value_bytes(inp.precision)}*(completion+1)*b*vocab bytes{cast}, plus three fp32 chunks of at "
+        "most 16 MiB; the gradient overwrites the logits "
         "(measured: tests/test_plan.py, bench/logp_memory.py). Actor and critic train one after the other, so "
         "the activation peak is the larger of the two; frozen forwards keep none.",
         f"Rollouts: prompts x completions per step, split evenly over the GPUs, all in flight at once; KV cache "
