@@ -24,6 +24,9 @@ from .structure import (MAX_ITEMS, Shape, drop_approx, enclosing, expand_pm, mcq
 from .surds import Surd, from_num, parse_surd, surds_equal
 
 _TEXT_RE = re.compile(r"[A-Za-z][A-Za-z'\-]{2,}|no|yes", re.IGNORECASE)
+# A plain number (12, -0.5, .25, 3/4, \frac{1}{2}): no letter, bracket, relation or
+# separator, so none of the structure below can apply and it is read as a number at once.
+_PLAIN_NUMBER_RE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:/\d+)?|[-+]?\\frac\{\d+\}\{\d+\}")
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,9 @@ def canonical(raw: str) -> str:
 def _from_norm(raw: str, norm: str, gold: bool, depth: int) -> Answer:
     if len(norm) > MAX_ANSWER_CHARS or depth > 8:
         return Answer(raw, norm, reason="too_complex")
+    num = parse_number(norm) if _PLAIN_NUMBER_RE.fullmatch(norm) else None
+    if num is not None:
+        return Answer(raw, norm, num=num)
     mcq = mcq_gold(norm) if gold else mcq_pred(norm)
     shape = parse_shape(norm)
     if shape is None:

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
 
+from .normalize import matching_brace
+
 APPROX_MIN_SIG = 6
 MAX_POWER_BITS = 65536        # 2^65536 is fine for Fraction; 10^(10^10) must not be built here
 
@@ -158,8 +160,6 @@ def _parse_frac(s: str, depth: int) -> Optional[Num]:
         s = s[1:]
     if not s.startswith("\\frac{"):
         return None
-    from .normalize import matching_brace   # local: normalize imports nothing from here
-
     end_num = matching_brace(s, len("\\frac"))
     if end_num < 0 or end_num + 1 >= len(s) or s[end_num + 1] != "{":
         return None

@@ -1,0 +1,113 @@
+"""The matcher's shortcuts give exactly what the full path gives.
+
+``normalize`` runs each LaTeX rule only when a substring the rule needs is present, and
+``prepare`` reads a plain number (12, -0.5, 3/4, \\frac{1}{2}) without looking for
+structure. Both are speed-ups only: these tests hold them to the unshortened result on
+every answer of the labelled sets and on generated ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proctor.envs.math import clear_cache
+
+normalize_mod = importlib.import_module("proctor.envs.math.normalize")
+answer_mod = importlib.import_module("proctor.envs.math.answer")
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def _every_rule(s: str) -> str:
+    """``_latex_rules`` with every rule applied unconditionally (the reference)."""
+    n = normalize_mod
+    s = n.undouble(s)
+    s = n._TRAILING_BACKSLASH_RE.sub("", s)
+    s = n._MATH_THOUSANDS_RE.sub(r"\1", s)
+    s = n._INVISIBLE_DELIM_RE.sub("", s)
+    s = n._SIZING_RE.sub("", s)
+    s = n._strip_delimiters(s)
+    s = n._DROP_RE.sub("", s)
+    s = n._SPACING_RE.sub(lambda m: m.group(0) if m.group(0) == "\\\\" else " ", s)
+    s = s.replace("{,}", "")
+    s = n.unwrap(s)
+    return n._DEGREE_RE.sub("", s)
+
+
+def _corpus() -> list[str]:
+    out: list[str] = []
+    for line in (BENCH / "math_cases.jsonl").open(encoding="utf-8"):
+        row = json.loads(line)
+        out += [row["gold"], row["completion"][-200:]]
+    for f in sorted((BENCH / "peer_suites").glob("*.jsonl")):
+        for line in f.open(encoding="utf-8"):
+            row = json.loads(line)
+            out += [row["pred"][-200:], row["gold"]]
+    return [s for s in out if "\\" in s]
+
+
+def test_latex_rules_gated_equal_every_rule_on_the_labelled_sets():
+    corpus = _corpus()
+    assert len(corpus) > 300
+    for s in corpus:
+        assert normalize_mod._latex_rules(s) == _every_rule(s), s
+
+
+_PIECES = [r"\left(", r"\right)", r"\left.", r"\right|", r"\bigl(", r"\Big]", r"\displaystyle", r"\limits",
+           r"\,", r"\!", r"\quad", "~", r"\\", r"\\frac", r"\frac", "{", "}", "1", "000", ",", "{,}", r",\!",
+           r"^\circ", r"^{\circ}", r"\circ", "°", r"\degree", r"\text{cm}", r"\mathrm{E}", "$", "x", " ", "\\",
+           r"\sqrt", "2", r"\textstyle", r"\nolimits"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=12))
+def test_latex_rules_gated_equal_every_rule_generated(pieces):
+    s = "".join(pieces)
+    assert normalize_mod._latex_rules(s) == _every_rule(s)
+
+
+def _prepare_both(s: str, gold: bool):
+    clear_cache()
+    fast = answer_mod.prepare(s, gold=gold)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(answer_mod, "_PLAIN_NUMBER_RE", re.compile(r"(?!)"))   # the shortcut never applies
+        clear_cache()
+        slow = answer_mod.prepare(s, gold=gold)
+    clear_cache()
+    return fast, slow
+
+
+_NUMBER = st.one_of(
+    st.integers(-10 ** 9, 10 ** 9).map(str),
+    st.tuples(st.integers(-999, 999), st.integers(0, 10 ** 6)).map(lambda t: f"{t[0]}.{t[1]}"),
+    st.integers(0, 10 ** 6).map(lambda n: f".{n}"),
+    st.tuples(st.integers(-99, 99), st.integers(0, 99)).map(lambda t: f"{t[0]}/{t[1]}"),
+    st.tuples(st.integers(0, 99), st.integers(0, 99)).map(lambda t: rf"\frac{{{t[0]}}}{{{t[1]}}}"),
+    st.tuples(st.sampled_from(["+", "-", ""]), st.integers(0, 99)).map(lambda t: f"{t[0]}{t[1]}."),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_NUMBER, st.booleans())
+def test_plain_numbers_prepare_as_the_full_path_does(s, gold):
+    fast, slow = _prepare_both(s, gold)
+    assert fast == slow
+
+
+def test_plain_number_shortcut_on_the_labelled_sets():
+    golds = [json.loads(line)["gold"] for f in [BENCH / "math_cases.jsonl", *sorted((BENCH / "peer_suites")
+                                                                                    .glob("*.jsonl"))]
+             for line in f.open(encoding="utf-8")]
+    plain = [g for g in golds if answer_mod._PLAIN_NUMBER_RE.fullmatch(answer_mod.canonical(g))]
+    assert len(plain) > 100
+    for g in plain:
+        for gold in (True, False):
+            fast, slow = _prepare_both(g, gold)
+            assert fast == slow, g
