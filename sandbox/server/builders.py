@@ -5,9 +5,9 @@ Stdlib only: copied into the images beside the fork server.
 Every language proves that its tests ran to their end the same way as C/C++ and
 Python do: the server hands the run a one-time nonce on fd 4, and a guard that
 runs before any code of the program (a launcher, a package init, a preinit
-entry) reads it and writes it back on fd 3 only when the tests returned. An
-early exit with status 0 (System.exit, os.Exit, std::process::exit,
-process.exit) therefore never passes. The guards live in each image
+entry) reads it and writes it back on fd 3 only when the tests (a program
+without tests: its main) returned. An early exit with status 0 (System.exit,
+os.Exit, std::process::exit, process.exit) therefore never passes. The guards live in each image
 (/opt/proctor/LANG, built from images/LANG); this module drives the compilers.
 
 Sources go to /work/.proctor/src (a reserved name), build outputs to
