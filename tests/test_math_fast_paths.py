@@ -111,3 +111,32 @@ def test_plain_number_shortcut_on_the_labelled_sets():
         for gold in (True, False):
             fast, slow = _prepare_both(g, gold)
             assert fast == slow, g
+
+
+_SYNONYM_PIECES = [r"\dfrac", r"\tfrac", r"\cfrac", r"\frac", r"\dbinom", r"\le", r"\leq", r"\leqslant", r"\ge",
+                   r"\geqslant", r"\ne", r"\neq", r"\lt", r"\gt", r"\lbrace", r"\rbrace", r"\lbrack", r"\rbrack",
+                   r"\lvert", r"\vert", r"\varnothing", r"\{", r"\}", " ", r"\infinity", r"\ldots", r"\dots",
+                   r"\colon", r"\mathbb{R}", r"\mathbb R", r"\R", r"\Re", r"\wedge", "x", "1", "{", "}", "a"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_SYNONYM_PIECES), min_size=1, max_size=10))
+def test_latex_synonyms_gated_equal_every_synonym(pieces):
+    s = "".join(pieces)
+    reference = s
+    for pattern, repl, _ in normalize_mod._LATEX_SYNONYMS:
+        reference = pattern.sub(repl, reference)
+    assert normalize_mod.latex_synonyms(s) == reference
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["", "-", "+"]), st.text("0123456789", max_size=6), st.booleans(),
+       st.text("0123456789", max_size=6))
+def test_decimal_literals_read_as_fraction_reads_them(sign, whole, point, frac):
+    from fractions import Fraction
+
+    numbers = importlib.import_module("proctor.envs.math.numbers")
+    s = sign + whole + ("." if point else "") + (frac if point else "")
+    if not numbers._DEC_RE.fullmatch(s):
+        return
+    assert numbers.literal(s) == Fraction(s.rstrip(".") if s.endswith(".") else s)

@@ -103,6 +103,15 @@ def decimal_places(literal: str) -> tuple[int, int]:
     return places, max(len(digits), 1)
 
 
+def literal(s: str) -> Fraction:
+    """The exact value of a decimal literal (``-12``, ``0.25``, ``.5``, ``3.``), as
+    ``Fraction(s)`` gives it but without its string parser (this runs for every number)."""
+    sign = -1 if s.startswith("-") else 1
+    whole, _, frac = s.lstrip("+-").partition(".")
+    digits = int(whole + frac) if whole or frac else 0
+    return Fraction(sign * digits, 10 ** len(frac)) if frac else Fraction(sign * digits)
+
+
 def _parse(s: str, depth: int) -> Optional[Num]:
     if depth > 4 or not s:
         return None
@@ -110,13 +119,13 @@ def _parse(s: str, depth: int) -> Optional[Num]:
         if "." not in s:
             return Num(Fraction(int(s)))
         places, sig = decimal_places(s)
-        return Num(Fraction(s if not s.endswith(".") else s[:-1]), places=places, sig=sig)
+        return Num(literal(s), places=places, sig=sig)
     if s[0] == "(" and s[-1] == ")" and "," not in s:
         return _parse(s[1:-1], depth + 1)
     m = _SLASH_RE.fullmatch(s)
     if m:
-        den = Fraction(m.group(2))
-        return Num(Fraction(m.group(1)) / den) if den else None
+        den = literal(m.group(2))
+        return Num(literal(m.group(1)) / den) if den else None
     m = _MIXED_RE.fullmatch(s)
     if m:
         den = int(m.group(4))
@@ -132,7 +141,7 @@ def _parse(s: str, depth: int) -> Optional[Num]:
         if abs(exponent) > 4000:
             return None
         places, sig = decimal_places(m.group(1))
-        return Num(Fraction(m.group(1)) * Fraction(10) ** exponent, places=places - exponent, sig=sig)
+        return Num(literal(m.group(1)) * Fraction(10) ** exponent, places=places - exponent, sig=sig)
     m = _FACT_RE.fullmatch(s)
     if m:
         n = int(m.group(2))
