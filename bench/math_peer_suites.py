@@ -46,7 +46,11 @@ DISPUTED: dict[tuple[str, str], str] = {
     ("$1 + \\frac{1}{\\mathrm{e}}$", "$1 - \\frac{1}{\\mathrm{e}}$"):
         "labelled equal, but 1+1/e != 1-1/e (a Math-Verify false positive, its issue #14, kept as a test)",
     ("After simplification we get \\boxed{\\sqrt{2}}", "the answer is sqrt(2)"):
-        "labelled different ('a BAD case' in AReaL's test), but sqrt(2) is the gold's value",
+        "labelled different, but the gold's value is sqrt(2), which the prediction boxes. AReaL's "
+        "test_worker_text_embedded_sqrt marks the row '# This is a BAD case / Answers must be numerical or "
+        "symbolic, not mixed': it pins a limit of its MathVerifyWorker, whose Math-Verify parse reads nothing "
+        "from 'the answer is sqrt(2)' (nor from a bare 'sqrt(2)': plain-text function notation is neither "
+        "LaTeX nor a number), so that worker scores 0 whatever the prediction",
     ("$-2 \\\\le x \\\\le 7$", "$x \\in [-2,7]$"):
         "Math-Verify's default refuses an inequality for an interval gold (anti-hacking); "
         "Proctor's own labelled set counts them equal (bench/math_cases.jsonl, kind interval)",

@@ -262,3 +262,34 @@ def test_long_pathological_completions_extract_in_linear_time(text):
     extract(text)
     extract(text, choice=True)
     assert time.perf_counter() - t0 < 1.0      # the quadratic versions took 2-8 s
+
+
+# --- a decimal that is another decimal rounded (AReaL's precision rows) ---------------
+
+@pytest.mark.parametrize("pred, gold, expected", [
+    (r"\boxed{0.0666668}", r"\boxed{0.066666793}", True),     # 7 places, correctly rounded
+    (r"\boxed{0.066666793}", r"\boxed{0.0666668}", True),     # either side may be the rounded one
+    ("3.141593", "3.14159265", True),
+    (r"\boxed{0.0666667}", r"\boxed{0.066666793}", False),    # truncated, not rounded
+    (r"\boxed{0.067}", r"\boxed{0.066793}", False),           # too few significant digits
+    (r"\boxed{2.23}", r"\boxed{2.232}", False),
+    (r"\boxed{2.232}", r"\boxed{2.23}", False),
+    ("1234567.5", "1234567.56", False),                       # 1234567.6 is the rounding
+    ("1234567", "1234567.4", False),                          # an integer is exact, never a rounding
+])
+def test_rounded_decimals(pred, gold, expected):
+    assert verify(pred, gold) is expected
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(10 ** 7, 10 ** 9), st.integers(1, 3))
+def test_a_decimal_equals_its_correct_rounding_only(digits, extra):
+    from decimal import ROUND_HALF_EVEN, Decimal
+
+    gold = Decimal(digits).scaleb(-9)                       # 0.0100000000 .. 1.000000000
+    places = Decimal(1).scaleb(-(9 - extra))
+    rounded = gold.quantize(places, rounding=ROUND_HALF_EVEN)
+    off_by_one = rounded - places if rounded <= gold else rounded + places   # away from the gold
+    significant = len(str(rounded).replace(".", "").lstrip("0"))
+    assert verify(str(rounded), str(gold)) is (rounded == gold or significant >= 6)
+    assert not verify(str(off_by_one), str(gold))

@@ -15,7 +15,10 @@ Policies (the places where "equal" is a choice, not arithmetic):
 * Decimals are exact numbers: ``0.5`` = 1/2 but ``0.33`` != 1/3. A decimal with at
   least ``APPROX_MIN_SIG`` (6) significant digits is accepted as an approximation of
   a value that has no terminating decimal (1/3, pi) when it is within one unit in
-  its last place (rounded or truncated): ``0.333333`` = 1/3, ``3.14`` != pi.
+  its last place (rounded or truncated): ``0.333333`` = 1/3, ``3.14`` != pi; and of
+  a decimal written with more places when it is that decimal correctly rounded:
+  ``0.0666668`` = ``0.066666793`` (to 7 places), but ``2.23`` != ``2.232`` (3
+  significant digits) and ``0.0666667`` != ``0.066666793`` (rounded wrongly).
 """
 
 from __future__ import annotations
@@ -80,10 +83,17 @@ def numbers_equal(a: Num, b: Num) -> bool:
 
 
 def approx_equal(decimal: Num, exact: Fraction) -> bool:
-    """``decimal`` (as written) approximates ``exact``, a value with no finite decimal."""
-    if decimal.places is None or decimal.sig < APPROX_MIN_SIG or terminates(exact):
+    """``decimal`` (as written, ``APPROX_MIN_SIG`` significant digits or more) stands
+    for ``exact``: within a unit in its last place of a value with no finite decimal,
+    or the correct rounding of a finite one."""
+    if decimal.places is None or decimal.sig < APPROX_MIN_SIG:
         return False
-    return abs(decimal.value - exact) < Fraction(1, 10) ** decimal.places
+    unit = Fraction(1, 10) ** decimal.places
+    if terminates(exact):
+        # Written with more places than ``decimal`` (fewer would be compared exactly,
+        # and differ by a whole unit): ``decimal`` must be its rounding, not a truncation.
+        return abs(decimal.value - exact) <= unit / 2
+    return abs(decimal.value - exact) < unit
 
 
 def terminates(x: Fraction) -> bool:

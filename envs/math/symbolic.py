@@ -34,7 +34,7 @@ from sympy.core.function import AppliedUndef
 from sympy.core.relational import Equality, Relational
 
 from .answer import Answer, MatchResult, decide, is_inequality_list, prepare
-from .numbers import APPROX_MIN_SIG, Num, terminates
+from .numbers import APPROX_MIN_SIG, Num, approx_equal
 
 _NORM = NormalizationConfig(basic_latex=True, units=False, malformed_operators=True, nits=False,
                             boxed="none", equations=False)
@@ -151,10 +151,10 @@ def _approximates(dec: Num, exact: Any) -> bool:
     written = Rational(dec.value.numerator, dec.value.denominator)
     if _close(written, exact):
         return True
-    if exact.is_Rational and terminates(Fraction(int(exact.p), int(exact.q))):
-        return False
     if dec.sig < APPROX_MIN_SIG or dec.value == 0:
         return False
+    if exact.is_Rational:
+        return approx_equal(dec, Fraction(int(exact.p), int(exact.q)))
     v = sympy.N(exact, _DIGITS)
     if not v.is_real:
         return False
