@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
@@ -29,6 +30,7 @@ from .multiturn import continue_turns
 from .passrate import PassRateMemory
 from .rollout import Generator, SamplingParams
 from .rollout.factory import make_generator
+from .rollout.weights import is_peft
 from .sampling import EpochOrder, PromptDrawer, RolloutRunner
 from .step_row import gather_row
 
@@ -112,9 +114,14 @@ def _prepare_policy(cfg: GRPOConfig, model: Any, accelerator: Any) -> tuple[Trai
     ref_model = None
     if cfg.objective.beta > 0 and o.lora_rank == 0:
         ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+    if fsdp_on_cpu(accelerator):   # shard first: the optimizer holds the sharded parameters
+        model = shard_fsdp2(model)
     optimizer = adamw([p for p in model.parameters() if p.requires_grad], o.learning_rate, o.weight_decay)
     scheduler = lr_schedule(optimizer, o.lr_scheduler, o.warmup_steps, cfg.max_steps * cfg.objective.num_iterations)
-    model, optimizer = accelerator.prepare(model, optimizer)
+    if fsdp_on_cpu(accelerator):
+        optimizer = accelerator.prepare(optimizer)
+    else:
+        model, optimizer = accelerator.prepare(model, optimizer)
     model.eval()   # rollouts in eval mode; the learner switches to train mode for the update
     # Stepped once per optimizer step by the learner on every process (not through accelerate,
     # which would step it once per process); checkpointed with the rest.
@@ -122,6 +129,33 @@ def _prepare_policy(cfg: GRPOConfig, model: Any, accelerator: Any) -> tuple[Trai
     if ref_model is not None:
         ref_model.to(accelerator.device)
     return Trainable(model, optimizer, scheduler), ref_model
+
+
+def fsdp_on_cpu(accelerator: Any) -> bool:
+    """FSDP was asked for (``accelerate launch`` with an FSDP config, or ACCELERATE_USE_FSDP=true)
+    on CPU processes. accelerate 1.15 turns FSDP on for accelerator devices only (its state keeps
+    MULTI_CPU and would wrap the model in DDP), so proctor shards with torch's FSDP2 itself."""
+    from accelerate.utils import DistributedType
+
+    return (accelerator.distributed_type == DistributedType.MULTI_CPU
+            and os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true")
+
+
+def shard_fsdp2(model: torch.nn.Module) -> torch.nn.Module:
+    """``fully_shard`` on each transformer block (the model's ``_no_split_modules``), then the
+    root, as accelerate's TRANSFORMER_BASED_WRAP does; FSDP_RESHARD_AFTER_FORWARD as there."""
+    from torch.distributed.fsdp import fully_shard
+
+    if os.environ.get("FSDP_VERSION", "2") != "2":
+        raise ValueError("FSDP on CPU processes is FSDP2 only: set fsdp_version: 2 (FSDP_VERSION=2)")
+    if is_peft(model):
+        raise ValueError("FSDP on CPU processes shards a full model; LoRA (optim.lora_rank > 0) is not supported there")
+    reshard = os.environ.get("FSDP_RESHARD_AFTER_FORWARD", "true").lower() == "true"
+    blocks = set(model._no_split_modules or ())
+    for module in model.modules():
+        if module.__class__.__name__ in blocks:
+            fully_shard(module, reshard_after_forward=reshard)
+    return fully_shard(model, reshard_after_forward=reshard)
 
 
 def lr_schedule(optimizer: torch.optim.Optimizer, kind: str, warmup_steps: int, total_steps: int) -> Any:

@@ -2,7 +2,8 @@
 
 Sharing the model object means there is nothing to sync: the next call samples from
 the weights the optimizer just wrote; ``weight_version`` still counts the syncs so
-every rollout says which weights made it.
+every rollout says which weights made it. A sharded model (FSDP2, ZeRO-3) gathers each
+layer in its forward; every process then generates in lockstep (``synced_gpus``).
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 import torch
+import torch.distributed as dist
 
 from .base import Rollout, SamplingParams, Snapshot, SyncInfo, stop_token_ids
+from .weights import is_sharded
 
 
 class TransformersGenerator:
@@ -25,6 +28,9 @@ class TransformersGenerator:
         self.batch_size = batch_size
         self.weight_version = 0
         self.stop_ids = set(stop_token_ids(tokenizer))
+        # Sharded weights (FSDP2, ZeRO-3) are gathered layer by layer inside every forward, a
+        # collective: each process keeps stepping until all are done, or one would wait forever.
+        self.synced = is_sharded(model) and dist.is_initialized() and dist.get_world_size() > 1
 
     # The learner's own model: every weight method only counts versions.
     last_sync: Optional[SyncInfo] = None
@@ -97,7 +103,8 @@ class TransformersGenerator:
                     if params is not None else dict(do_sample=False, temperature=None, top_p=None, top_k=None))
         out = self.model.generate(
             input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens, pad_token_id=pad,
-            eos_token_id=sorted(self.stop_ids), return_dict_in_generate=True, output_logits=True, **sampling)
+            eos_token_id=sorted(self.stop_ids), return_dict_in_generate=True, output_logits=True,
+            synced_gpus=self.synced, **sampling)
         temperature = params.temperature if params is not None else 1.0
         new = out.sequences[:, width:]
         # Raw logits / temperature: the distribution the learner's log-probs use too.

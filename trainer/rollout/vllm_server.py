@@ -14,7 +14,7 @@ from typing import Any, Callable, Literal, Optional, Sequence
 from ..serve.client import EngineClient, serialize_buckets
 from ..serve.errors import EngineServerError
 from .base import Rollout, SamplingParams, Snapshot, SyncInfo, stop_token_ids
-from .weights import adapter_state, is_peft, policy_weights
+from .weights import adapter_state, is_peft, is_sharded, policy_weights
 
 
 class VLLMServerGenerator:
@@ -90,6 +90,8 @@ class VLLMServerGenerator:
             replies = self._all(lambda c: c.push(blobs, kind=snap.kind, version=version, config=snap.config))
             self.last_sync = SyncInfo(bytes=float(sum(len(b) for b, _ in blobs)), buckets=len(blobs),
                                       seconds=max(r["seconds"] for r in replies))
+        elif snapshot is None and is_sharded(self.learner):
+            policy_weights(self.learner, keep=False)   # join the gathers of the process that sends
         if self.barrier is not None:
             self.barrier()
         self.weight_version = version

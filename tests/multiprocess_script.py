@@ -1,0 +1,99 @@
+"""Run by tests/test_resume_multiprocess.py and tests/test_fsdp_cpu.py under
+`torchrun --nproc_per_node 2` on CPU (gloo). Each rank writes, per run, the task ids its
+PromptDrawer drew (step by step) and its final weights, for the test to compare.
+
+  resume OUT   three runs in turn: 3 steps straight (OUT/straight); 2 steps (OUT/split);
+               the same directory resumed for step 3. Pass-rate memory skipping is on (every
+               group solved, 5 tasks), so the drawer's RNGs and its memory both matter.
+  fsdp OUT     3 steps unsharded (data parallel, OUT/ddp), then 3 steps with the policy
+               sharded by FSDP2 (OUT/fsdp): generation and updates on sharded parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from proctor.envs import EnvSuite, ListSource, Task, VerifiableEnv, Verdict, Verifier
+from proctor.trainer.config import GRPOConfig
+from proctor.trainer.grpo import GRPOTrainer
+from proctor.trainer.rollout.weights import is_sharded, policy_weights
+from proctor.tiny_model import tiny_model_path
+
+
+class DigitShare(Verifier):
+    def verify(self, task, completion):
+        share = sum(c.isalnum() for c in completion) / max(1, len(completion))
+        return Verdict(reward=share, parts={"correct": share}, correct=share > 0.5)
+
+
+class SolvedAlways(DigitShare):
+    """The same dense reward, but every group counts as solved: the pass-rate memory then
+    predicts each seen prompt zero-signal and the drawer skips it by chance (its RNG)."""
+
+    def verify(self, task, completion):
+        verdict = super().verify(task, completion)
+        return Verdict(reward=verdict.reward, parts=verdict.parts, correct=True)
+
+
+def make_trainer(out_dir: Path, max_steps: int, verifier: Verifier = DigitShare(), n_tasks: int = 12,
+                 **extra: Any) -> GRPOTrainer:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = tiny_model_path(pretrain_steps=0)
+    tasks = [Task(id=f"t{i}", prompt=[{"role": "user", "content": f"What is {i} + 1?"}], answer=str(i + 1))
+             for i in range(n_tasks)]
+    suite = EnvSuite({"digits": VerifiableEnv(ListSource(tasks), verifier)})
+    cfg = GRPOConfig.from_flat(model=str(path), prompts_per_step=2, group_size=4, max_new_tokens=6,
+                               max_steps=max_steps, learning_rate=1e-3, micro_batch_size=8, output_dir=str(out_dir),
+                               **extra)
+    return GRPOTrainer(cfg, suite, AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path))
+
+
+def run(trainer: GRPOTrainer, out: Path, name: str, steps: int = 0) -> None:
+    """Train (``trainer.train()``, or ``steps`` bare steps without checkpoints), recording each
+    draw's task ids; then write them and the (gathered) weights."""
+    drawn: list[list[str]] = []
+    draw = trainer.parts.drawer.draw
+
+    def recording(n: int) -> list:
+        items = draw(n)
+        drawn.append([item.task.id for item in items])
+        return items
+
+    trainer.parts.drawer.draw = recording   # instrumentation only: the draw itself is the real one
+    rows = [trainer.step(step) for step in range(1, steps + 1)] if steps else trainer.train()
+    weights = dict(policy_weights(trainer.model))   # full tensors on every rank, sharded or not
+    rank = trainer.accelerator.process_index
+    torch.save({k: v.detach().clone() for k, v in weights.items()}, out / f"{name}-weights-{rank}.pt")
+    memory = trainer.parts.drawer.memory
+    (out / f"{name}-drawn-{rank}.json").write_text(json.dumps({"drawn": drawn, "skipped": memory.skipped, "rows": [
+        {k: row[k] for k in ("reward_mean", "tokens_generated", "loss")} for row in rows]}))
+    trainer.accelerator.wait_for_everyone()
+
+
+def main(mode: str, out_dir: str) -> None:
+    out = Path(out_dir)
+    if mode == "resume":
+        memory = dict(verifier=SolvedAlways(), n_tasks=5, skip_predicted_zero_signal=True, skip_threshold=0.5)
+        run(make_trainer(out / "straight", 3, **memory), out, "straight")
+        run(make_trainer(out / "split", 2, **memory), out, "first")
+        run(make_trainer(out / "split", 3, resume_from="latest", **memory), out, "resumed")
+    elif mode == "fsdp":
+        run(make_trainer(out / "ddp", 3), out, "ddp", steps=3)
+        os.environ["ACCELERATE_USE_FSDP"] = "true"   # what `accelerate launch` with an FSDP config sets
+        os.environ["FSDP_VERSION"] = "2"
+        sharded = make_trainer(out / "fsdp", 3)
+        assert is_sharded(sharded.model), "the FSDP run's policy is not sharded"
+        run(sharded, out, "fsdp", steps=3)
+    else:
+        raise SystemExit(f"unknown mode {mode!r}: resume or fsdp")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
