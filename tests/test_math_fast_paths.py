@@ -140,3 +140,26 @@ def test_decimal_literals_read_as_fraction_reads_them(sign, whole, point, frac):
     if not numbers._DEC_RE.fullmatch(s):
         return
     assert numbers.literal(s) == Fraction(s.rstrip(".") if s.endswith(".") else s)
+
+
+_TAIL_PIECES = ["5", "x", "cm", "m", "apples", "and", "AND", "or", "OR", "Or", ")", "(", "]", "2", "^2", ".",
+                "\\text", "{", "}", "km/h", "per", "square", "W", "\\land", ",", "\t", " ", "\n", "\u00a0"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_TAIL_PIECES), min_size=1, max_size=10))
+def test_word_rules_skipped_only_where_they_cannot_apply(pieces):
+    n = normalize_mod
+    s = "".join(pieces).strip()
+    if not n._SPACE_RE.search(s):
+        assert n.strip_units(s) == s and n._AND_RE.sub(r"\\land ", s) == s
+    if "or" not in s.lower():
+        assert n._OR_RE.sub(",", s) == s
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["", "-", "+"]), st.integers(0, 10 ** 6), st.integers(0, 10 ** 6))
+def test_integer_fractions_parse_as_the_brace_scanner_does(sign, a, b):
+    numbers = importlib.import_module("proctor.envs.math.numbers")
+    s = rf"{sign}\frac{{{a}}}{{{b}}}"
+    assert numbers._parse(s, 0) == numbers._parse_frac(s, 0)

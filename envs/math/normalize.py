@@ -97,6 +97,7 @@ _DOUBLED_RE = re.compile(r"\\\\(?=(?:d|t)?frac|sqrt|left|right|le|ge|leq|geq|neq
 # "and" lists values (roots 1 and 2) but intersects inequalities (x > 1 and x < 3):
 # it becomes its own separator so the matcher can tell the two apart.
 _AND_RE = re.compile(r"\s+and\s+", re.IGNORECASE)
+_SPACE_RE = re.compile(r"\s")
 
 # Units that may follow any math (4\pi cm^2). One-letter units (m, s, h) are only
 # dropped after a plain number: after other math they are usually variables.
@@ -145,8 +146,14 @@ def normalize(answer: str) -> str:
     if "/" in s:
         s = _MIXED_SPACE_RE.sub(r"\1\\frac{\2}{\3}", s)
     if _LETTER_RE.search(s):
-        s = strip_units(s.strip())
-        s = _AND_RE.sub(r"\\land ", _OR_RE.sub(",", s))
+        s = s.strip()
+        spaced = _SPACE_RE.search(s) is not None
+        if spaced:            # a unit or word tail follows whitespace
+            s = strip_units(s)
+        if "or" in s.lower():
+            s = _OR_RE.sub(",", s)
+        if spaced:            # " and " needs its spaces
+            s = _AND_RE.sub(r"\\land ", s)
     if "," in s and _THOUSANDS_RE.fullmatch(s.rstrip(".")):
         s = s.replace(",", "")      # 1,000 is a number; "2, 500" (with a space) stays a list
     s = _WS_RE.sub(_space, s)
@@ -158,8 +165,10 @@ def latex_synonyms(s: str) -> str:
     """``\\dfrac`` -> ``\\frac``, ``\\le`` -> ``\\leq``, ...: each synonym in turn, on the
     output of the ones before it, where its trigger text is present."""
     for pattern, repl, triggers in _LATEX_SYNONYMS:
-        if any(t in s for t in triggers):
-            s = pattern.sub(repl, s)
+        for trigger in triggers:
+            if trigger in s:
+                s = pattern.sub(repl, s)
+                break
     return s
 
 

@@ -37,6 +37,7 @@ MAX_POWER_BITS = 65536        # 2^65536 is fine for Fraction; 10^(10^10) must no
 _DEC_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)")
 _INT_RE = re.compile(r"[-+]?\d+")
 _SLASH_RE = re.compile(r"([-+]?(?:\d+\.?\d*|\.\d+))/([-+]?(?:\d+\.?\d*|\.\d+))")
+_INT_FRAC_RE = re.compile(r"([-+]?)\\frac\{(\d+)\}\{(\d+)\}")
 _MIXED_RE = re.compile(r"([-+]?)(\d+)\\frac\{(\d+)\}\{(\d+)\}")
 _SCI_RE = re.compile(r"([-+]?(?:\d+\.?\d*|\.\d+))(?:\\times|\\cdot|\*)10\^(?:\{([-+]?\d+)\}|(\d))")
 _E_RE = re.compile(r"([-+]?(?:\d+\.?\d*|\.\d+))[eE]([-+]?\d+)")
@@ -144,6 +145,11 @@ def _parse(s: str, depth: int) -> Optional[Num]:
         value = int(m.group(2)) + Fraction(int(m.group(3)), den)
         return Num(-value if m.group(1) == "-" else value)
     if "\\frac" in s:
+        m = _INT_FRAC_RE.fullmatch(s)     # the common \frac{1}{2}, without scanning braces
+        if m:
+            den = int(m.group(3))
+            value = Fraction(int(m.group(2)), den) if den else None
+            return None if value is None else Num(-value if m.group(1) == "-" else value)
         return _parse_frac(s, depth)
     m = _SCI_RE.fullmatch(s) or _E_RE.fullmatch(s)
     if m:
