@@ -6,7 +6,8 @@ PromptDrawer drew (step by step) and its final weights, for the test to compare.
                the same directory resumed for step 3. Pass-rate memory skipping is on (every
                group solved, 5 tasks), so the drawer's RNGs and its memory both matter.
   fsdp OUT     3 steps unsharded (data parallel, OUT/ddp), then 3 steps with the policy
-               sharded by FSDP2 (OUT/fsdp): generation and updates on sharded parameters.
+               sharded by FSDP2 (OUT/fsdp): generation and updates on sharded parameters,
+               2 steps, a sharded checkpoint, and the third step after a resume.
 """
 
 from __future__ import annotations
@@ -85,12 +86,13 @@ def main(mode: str, out_dir: str) -> None:
         run(make_trainer(out / "split", 2, **memory), out, "first")
         run(make_trainer(out / "split", 3, resume_from="latest", **memory), out, "resumed")
     elif mode == "fsdp":
-        run(make_trainer(out / "ddp", 3), out, "ddp", steps=3)
+        run(make_trainer(out / "ddp", 3), out, "ddp")
         os.environ["ACCELERATE_USE_FSDP"] = "true"   # what `accelerate launch` with an FSDP config sets
         os.environ["FSDP_VERSION"] = "2"
-        sharded = make_trainer(out / "fsdp", 3)
+        sharded = make_trainer(out / "fsdp", 2)
         assert is_sharded(sharded.model), "the FSDP run's policy is not sharded"
-        run(sharded, out, "fsdp", steps=3)
+        run(sharded, out, "fsdp-first")
+        run(make_trainer(out / "fsdp", 3, resume_from="latest"), out, "fsdp")
     else:
         raise SystemExit(f"unknown mode {mode!r}: resume or fsdp")
 

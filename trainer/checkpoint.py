@@ -6,7 +6,9 @@ The trainer writes the model, optimizer and scheduler through accelerate into th
 step's directory, then hands ``save`` its own state as plain data: one file per
 process (each process draws its own prompts, so each has its own RNGs, pass-rate
 memory and batches in flight). Rank 0's file is written last of all and marks the
-checkpoint complete.
+checkpoint complete. A policy proctor sharded itself (FSDP2 on CPU processes, which
+accelerate does not shard) goes through ``save_sharded`` / ``load_sharded`` instead:
+each process writes and reads its own shards with torch.distributed.checkpoint.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 STATE_FILE = "proctor_state.pkl"          # rank 0 (and every checkpoint of a one-process run)
+SHARDED_DIR = "sharded"                   # FSDP2 sharded without accelerate (CPU processes): model + optimizer
 _STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
@@ -77,3 +80,29 @@ def load(path: str | Path, rank: int = 0) -> dict[str, Any]:
                                 "processes; resume with the number of processes that saved it")
     with open(own, "rb") as f:
         return pickle.load(f)   # our own file, written by save() above
+
+
+def save_sharded(path: str | Path, model: Any, optimizer: Any) -> Path:
+    """An FSDP2 model and its optimizer, each process writing its shards (a collective)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    model_state, optim_state = get_state_dict(model, optimizer)
+    target = Path(path) / SHARDED_DIR
+    dcp.save({"model": model_state, "optimizer": optim_state}, checkpoint_id=str(target))
+    return target
+
+
+def load_sharded(path: str | Path, model: Any, optimizer: Any) -> None:
+    """``save_sharded``'s model and optimizer state, into the same sharding (a collective)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    source = Path(path) / SHARDED_DIR
+    if not source.is_dir():
+        raise FileNotFoundError(f"{path} has no {SHARDED_DIR}/ (the sharded model and optimizer): it was not saved "
+                                "by an FSDP run on CPU processes; resume it with the launch that saved it")
+    model_state, optim_state = get_state_dict(model, optimizer)
+    state = {"model": model_state, "optimizer": optim_state}
+    dcp.load(state, checkpoint_id=str(source))
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optimizer"])

@@ -118,9 +118,7 @@ def _prepare_policy(cfg: GRPOConfig, model: Any, accelerator: Any) -> tuple[Trai
         model = shard_fsdp2(model)
     optimizer = adamw([p for p in model.parameters() if p.requires_grad], o.learning_rate, o.weight_decay)
     scheduler = lr_schedule(optimizer, o.lr_scheduler, o.warmup_steps, cfg.max_steps * cfg.objective.num_iterations)
-    if fsdp_on_cpu(accelerator):
-        optimizer = accelerator.prepare(optimizer)
-    else:
+    if not fsdp_on_cpu(accelerator):   # sharded by hand: accelerate would checkpoint it as a plain model
         model, optimizer = accelerator.prepare(model, optimizer)
     model.eval()   # rollouts in eval mode; the learner switches to train mode for the update
     # Stepped once per optimizer step by the learner on every process (not through accelerate,
@@ -258,9 +256,18 @@ def _evaluate(trainer: LoopTrainer, log: MetricsLog) -> dict[str, float]:
 def save_model(parts: RunParts, tokenizer: Any, path: Path) -> None:
     """The trained weights as safetensors with the tokenizer: loadable with from_pretrained."""
     parts.accelerator.wait_for_everyone()
+    state = full_state_dict(parts.policy.model) if fsdp_on_cpu(parts.accelerator) else None
     if parts.accelerator.is_main_process:
-        parts.accelerator.unwrap_model(parts.policy.model).save_pretrained(path, safe_serialization=True)
+        parts.accelerator.unwrap_model(parts.policy.model).save_pretrained(path, state_dict=state,
+                                                                          safe_serialization=True)
         tokenizer.save_pretrained(path)
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """An FSDP2 model's full weights on rank 0, in CPU memory ({} elsewhere); every process calls it."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
 
@@ -273,6 +280,8 @@ def save_checkpoint(parts: RunParts, output_dir: str, step: int, state: dict[str
     path = checkpoint.checkpoint_dir(output_dir, step)
     acc = parts.accelerator
     acc.save_state(str(path))
+    if fsdp_on_cpu(acc):
+        checkpoint.save_sharded(path, parts.policy.model, parts.policy.optimizer)
     if acc.process_index != 0:
         checkpoint.save(path, state, acc.process_index)
     acc.wait_for_everyone()
@@ -291,6 +300,8 @@ def load_checkpoint(parts: RunParts, output_dir: str, where: str) -> tuple[Path,
         raise FileNotFoundError(f"checkpoint.resume_from=latest: no checkpoint under {output_dir}/checkpoints")
     state = checkpoint.load(path, parts.accelerator.process_index)
     parts.accelerator.load_state(str(path))
+    if fsdp_on_cpu(parts.accelerator):
+        checkpoint.load_sharded(path, parts.policy.model, parts.policy.optimizer)
     return path, state
 
 
