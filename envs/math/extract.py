@@ -283,7 +283,12 @@ def _markers_last_first(tail: str) -> Iterator[re.Match]:
         return
     pos = len(low) + 1
     while True:
-        pos = max(low.rfind(k, 0, pos - 1 + len(k)) for k in _MARKER_WORDS)
+        best = -1
+        for k in _MARKER_WORDS:            # a plain loop: no generator per completion
+            at = low.rfind(k, 0, pos - 1 + len(k))
+            if at > best:
+                best = at
+        pos = best
         if pos < 0:
             return
         m = _ANSWER_IS_RE.match(tail, pos)

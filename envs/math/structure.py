@@ -63,7 +63,10 @@ def _tokens(s: str) -> tuple[str, ...]:
 
 def split_top(s: str, seps: tuple[str, ...]) -> list[str]:
     """Split ``s`` at separator tokens that sit outside every bracket."""
-    if not any(sep in s for sep in seps):
+    for sep in seps:               # a plain loop: this runs for every answer, many times
+        if sep in s:
+            break
+    else:
         return [s]                 # the common case, without tokenizing
     parts: list[str] = []
     cur: list[str] = []
@@ -84,6 +87,8 @@ def split_top(s: str, seps: tuple[str, ...]) -> list[str]:
 
 def enclosing(s: str) -> Optional[tuple[str, str, str]]:
     """(opener, inner, closer) when one bracket pair encloses all of ``s``."""
+    if not s or s[0] not in "\\([":
+        return None                # no opener can start it: not worth tokenizing
     toks = tokens(s)
     if len(toks) < 2 or toks[0] not in _OPENERS[:4] or toks[-1] not in _CLOSERS[:4]:
         return None
