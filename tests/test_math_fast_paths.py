@@ -163,3 +163,24 @@ def test_integer_fractions_parse_as_the_brace_scanner_does(sign, a, b):
     numbers = importlib.import_module("proctor.envs.math.numbers")
     s = rf"{sign}\frac{{{a}}}{{{b}}}"
     assert numbers._parse(s, 0) == numbers._parse_frac(s, 0)
+
+
+def _depth_reference(s: str) -> int:
+    depth = best = 0
+    for ch in s:
+        if ch in "{[(":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "}])" and depth > 0:
+            depth -= 1
+    return best
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text("{[()]}x\\", max_size=40),
+                 st.integers(0, 80).map(lambda n: "{" * n + "x" + "}" * n),
+                 st.integers(0, 80).map(lambda n: "(" * n + ")" * n + "[" * (70 - n))))
+def test_nesting_depth_shortcuts(s):
+    extract_mod = importlib.import_module("proctor.envs.math.extract")
+    assert extract_mod.nesting_depth(s) == _depth_reference(s)
+    assert extract_mod.too_deep(s) is (_depth_reference(s) > extract_mod.MAX_DEPTH)

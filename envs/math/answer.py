@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Iterable, Optional
 
-from .extract import MAX_ANSWER_CHARS, MAX_DEPTH, nesting_depth
+from .extract import MAX_ANSWER_CHARS, too_deep
 from .normalize import normalize
 from .prose import OPTION_RE
 from .numbers import APPROX_MIN_SIG, Num, numbers_equal, parse_number
@@ -72,7 +72,7 @@ def prepare(raw: str, *, gold: bool = False) -> Answer:
 
 @lru_cache(maxsize=16384)
 def _prepare(raw: str, gold: bool) -> Answer:
-    if len(raw) > MAX_ANSWER_CHARS * 4 or nesting_depth(raw) > MAX_DEPTH:
+    if len(raw) > MAX_ANSWER_CHARS * 4 or too_deep(raw):
         return Answer(raw, raw[:MAX_ANSWER_CHARS], reason="too_complex")
     option = OPTION_RE.fullmatch(raw) if gold else None
     if option is not None:      # "(D) Alina", "C Cecile": a choice and its text

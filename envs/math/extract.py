@@ -118,6 +118,9 @@ def gold_text(gold: str) -> str:
 
 def nesting_depth(s: str) -> int:
     """Deepest bracket nesting in ``s`` ({[( counted alike; escaped \\{ counts too)."""
+    openers = s.count("{") + s.count("[") + s.count("(")
+    if openers <= 1:
+        return openers             # no nesting possible: skip the character loop
     depth = best = 0
     for ch in s:
         if ch in "{[(":
@@ -131,7 +134,15 @@ def nesting_depth(s: str) -> int:
 
 def too_complex(answer: str) -> bool:
     """True when an answer is too long or too deeply nested to be worth parsing."""
-    return len(answer) > MAX_ANSWER_CHARS or nesting_depth(answer) > MAX_DEPTH
+    return len(answer) > MAX_ANSWER_CHARS or too_deep(answer)
+
+
+def too_deep(s: str) -> bool:
+    """``nesting_depth(s) > MAX_DEPTH``, without the character loop when ``s`` has too
+    few opening brackets to nest that deep (nearly every answer)."""
+    if s.count("{") + s.count("[") + s.count("(") <= MAX_DEPTH:
+        return False
+    return nesting_depth(s) > MAX_DEPTH
 
 
 def _capped(found: Extraction) -> Extraction:
