@@ -8,6 +8,8 @@ PromptDrawer drew (step by step) and its final weights, for the test to compare.
   fsdp OUT     3 steps unsharded (data parallel, OUT/ddp), then 3 steps with the policy
                sharded by FSDP2 (OUT/fsdp): generation and updates on sharded parameters,
                2 steps, a sharded checkpoint, and the third step after a resume.
+  fsdp-server OUT URL   2 sharded steps sampling from the `proctor serve` at URL, which only
+               rank 0 pushes the gathered weights to.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ class DigitShare(Verifier):
     def verify(self, task, completion):
         share = sum(c.isalnum() for c in completion) / max(1, len(completion))
         return Verdict(reward=share, parts={"correct": share}, correct=share > 0.5)
+
+
+SERVER_PROMPTS = [[1, 2, 3, 4], [5, 6, 7]]
 
 
 class SolvedAlways(DigitShare):
@@ -78,7 +83,7 @@ def run(trainer: GRPOTrainer, out: Path, name: str, steps: int = 0) -> None:
     trainer.accelerator.wait_for_everyone()
 
 
-def main(mode: str, out_dir: str) -> None:
+def main(mode: str, out_dir: str, url: str = "") -> None:
     out = Path(out_dir)
     if mode == "resume":
         memory = dict(verifier=SolvedAlways(), n_tasks=5, skip_predicted_zero_signal=True, skip_threshold=0.5)
@@ -93,9 +98,36 @@ def main(mode: str, out_dir: str) -> None:
         assert is_sharded(sharded.model), "the FSDP run's policy is not sharded"
         run(sharded, out, "fsdp-first")
         run(make_trainer(out / "fsdp", 3, resume_from="latest"), out, "fsdp")
+    elif mode == "fsdp-server":
+        os.environ["ACCELERATE_USE_FSDP"] = "true"
+        os.environ["FSDP_VERSION"] = "2"
+        fsdp_server(out, url)
     else:
-        raise SystemExit(f"unknown mode {mode!r}: resume or fsdp")
+        raise SystemExit(f"unknown mode {mode!r}: resume, fsdp or fsdp-server")
+
+
+def fsdp_server(out: Path, url: str) -> None:
+    """2 steps sharded, sampling from one shared `proctor serve` that only rank 0 pushes to;
+    then the greedy answers of a plain model given the gathered weights (the test asks the
+    server for its own)."""
+    from transformers import AutoModelForCausalLM
+
+    from proctor.trainer.rollout.hf import TransformersGenerator
+
+    prompts = SERVER_PROMPTS
+    trainer = make_trainer(out / "run", 2, rollout_backend="vllm_server", vllm_server_urls=[url])
+    assert is_sharded(trainer.model), "the FSDP run's policy is not sharded"
+    trainer.train()
+    full = dict(policy_weights(trainer.model))          # a collective: every rank joins
+    plain = AutoModelForCausalLM.from_pretrained(tiny_model_path(pretrain_steps=0))
+    initial = TransformersGenerator(plain, trainer.tokenizer).greedy(prompts, 8)
+    missing, unexpected = plain.load_state_dict(full, strict=False)
+    assert not unexpected and all(k in plain._tied_weights_keys for k in missing), (missing, unexpected)
+    local = TransformersGenerator(plain, trainer.tokenizer).greedy(prompts, 8)
+    rank = trainer.accelerator.process_index
+    (out / f"server-{rank}.json").write_text(json.dumps({"local": local, "initial": initial}))
+    trainer.accelerator.wait_for_everyone()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:4])

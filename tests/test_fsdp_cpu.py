@@ -48,3 +48,46 @@ def _load(path) -> dict[str, torch.Tensor]:
     from proctor.tiny_model import tiny_model_path
 
     return AutoModelForCausalLM.from_pretrained(path or tiny_model_path(pretrain_steps=0)).state_dict()
+
+
+@pytest.mark.slow
+def test_fsdp2_pushes_gathered_weights_from_rank_0_to_a_shared_server(tmp_path):
+    pytest.importorskip("vllm", reason="vLLM is not importable here")
+    import json
+
+    from proctor.tiny_model import tiny_model_path
+    from proctor.trainer.serve import EngineClient
+    from proctor.trainer.serve.launch import ManagedServer
+
+    server = ManagedServer(str(tiny_model_path(pretrain_steps=0)), tmp_path / "serve.log",
+                           extra_args=["--dtype", "float32", "--max-model-len", "256"])
+    try:
+        launch("fsdp-server", tmp_path, server.url, timeout=500)
+        health = EngineClient(server.url).health()
+        served = _served_greedy(server.url)
+    finally:
+        server.close()
+    # The start and the 2 syncs, each pushed once (by rank 0), every rank joining the gathers.
+    assert health["weight_version"] == 2 and health["updates"] == 3
+    for rank in (0, 1):
+        seen = json.loads((tmp_path / f"server-{rank}.json").read_text())
+        # The server samples from the trained weights: a plain model given the gathered weights
+        # answers as the server does, and no longer as the initial model did.
+        assert served == seen["local"] and seen["local"] != seen["initial"]
+
+
+def _served_greedy(url: str) -> list[str]:
+    """The server's greedy answers to the script's prompts (a client that never pushes)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from multiprocess_script import SERVER_PROMPTS
+    from proctor.tiny_model import tiny_model_path
+    from proctor.trainer.rollout.vllm_server import VLLMServerGenerator
+
+    path = tiny_model_path(pretrain_steps=0)
+    client = VLLMServerGenerator([url], AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path),
+                                 pushes=False)
+    try:
+        return client.greedy(SERVER_PROMPTS, 8)
+    finally:
+        client.close()

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 
-def launch(mode: str, out: Path, timeout: int = 400) -> None:
-    """tests/multiprocess_script.py MODE OUT on 2 CPU processes."""
+def launch(mode: str, out: Path, *extra: str, timeout: int = 400) -> None:
+    """tests/multiprocess_script.py MODE OUT [EXTRA...] on 2 CPU processes."""
     from proctor.tiny_model import tiny_model_path
 
     tiny_model_path(pretrain_steps=0)   # build it once here, not in two processes at once
@@ -24,7 +24,7 @@ def launch(mode: str, out: Path, timeout: int = 400) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1"}
     for key in ("ACCELERATE_USE_FSDP", "FSDP_VERSION"):   # the script turns FSDP on itself where it wants it
         env.pop(key, None)
-    proc = subprocess.run([str(torchrun), "--nproc_per_node", "2", "--standalone", str(script), mode, str(out)],
+    proc = subprocess.run([str(torchrun), "--nproc_per_node", "2", "--standalone", str(script), mode, str(out), *extra],
                           capture_output=True, text=True, timeout=timeout, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
