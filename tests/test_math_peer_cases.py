@@ -293,3 +293,29 @@ def test_a_decimal_equals_its_correct_rounding_only(digits, extra):
     significant = len(str(rounded).replace(".", "").lstrip("0"))
     assert verify(str(rounded), str(gold)) is (rounded == gold or significant >= 6)
     assert not verify(str(off_by_one), str(gold))
+
+
+# --- one function, its argument renamed -------------------------------------------------
+
+@pytest.mark.parametrize("pred, gold, expected", [
+    ("W(x)=x^2+1", "W(n)=n^2+1", True),
+    ("f(x)=2x", "f(n)=2n", True),
+    (r"$f(x) = \sin x$", r"$f(n) = \sin n$", True),
+    ("f(x)=x^2+2x+1", "f(n)=(n+1)^2", True),                 # renamed, then compared symbolically
+    ("f(x)=x+n", "f(n)=2n", False),                           # n is not the prediction's argument
+    ("f(x)=n", "f(n)=n", False),
+    ("f(x)=x", "f(n)=n+x", False),                            # renaming would capture x
+    ("g(x)=x", "f(n)=n", False),                              # another function
+    ("f(t)=t^2", "f(n)=n^3", False),
+])
+def test_renamed_function_argument(pred, gold, expected):
+    assert verify(pred, gold) is expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(-9, 9), st.integers(-9, 9), st.integers(-9, 9), st.sampled_from("xtk"))
+def test_renamed_argument_polynomials(a, b, c, arg):
+    pred = f"f({arg})={a}{arg}^2+{b}{arg}+{c}".replace("+-", "-")
+    same = f"f(n)={a}n^2+{b}n+{c}".replace("+-", "-")
+    other = f"f(n)={a}n^2+{b}n+{c + 1}".replace("+-", "-")
+    assert verify(pred, same) and not verify(pred, other)

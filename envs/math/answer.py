@@ -20,7 +20,7 @@ from .normalize import normalize
 from .prose import OPTION_RE
 from .numbers import APPROX_MIN_SIG, Num, numbers_equal, parse_number
 from .structure import (MAX_ITEMS, Shape, drop_approx, enclosing, expand_pm, mcq_gold, mcq_pred,
-                        parse_shape, solution_tuples, split_relation, states_value)
+                        parse_shape, solution_tuples, split_relation, states_value, tokens)
 from .surds import Surd, from_num, parse_surd, surds_equal
 
 _TEXT_RE = re.compile(r"[A-Za-z][A-Za-z'\-]{2,}|no|yes", re.IGNORECASE)
@@ -177,8 +177,11 @@ def _decide_surds(p: Answer, g: Answer) -> Optional[MatchResult]:
 
 def _decide_assign(p: Answer, g: Answer, leaf: Optional[Leaf]) -> Optional[MatchResult]:
     if p.rel == "assign" and g.rel == "assign":
-        if p.var == g.var or _same_constant_function(p, g):
+        if p.var == g.var:
             return decide(p.value, g.value, leaf)
+        renamed = _renamed_argument(p, g)
+        if renamed is not None:
+            return decide(p.value, renamed, leaf)    # f(x) = x^2 vs f(n) = n^2
         return leaf(p, g) if leaf else None          # y = 2x + 3 vs x = (y - 3)/2
     if p.rel == "assign":
         if g.rel:
@@ -192,14 +195,19 @@ def _decide_assign(p: Answer, g: Answer, leaf: Optional[Leaf]) -> Optional[Match
 _CALL_RE = re.compile(r"([A-Za-z])\(([a-z])\)")
 
 
-def _same_constant_function(p: Answer, g: Answer) -> bool:
-    """``W(x) = 1`` and ``W(n) = 1``: one function, its argument named differently, and
-    a value that does not depend on the argument."""
+def _renamed_argument(p: Answer, g: Answer) -> Optional[Answer]:
+    """The gold's value with its function's argument renamed to the prediction's, when
+    both define one function of one letter: ``W(n) = n + 1`` read as ``W(x) = x + 1`` for
+    ``W(x) = ...``. None when the functions differ, or when the prediction's letter is
+    already in the gold's value (``f(n) = n + x``: renaming would capture it)."""
     a, b = _CALL_RE.fullmatch(p.var), _CALL_RE.fullmatch(g.var)
-    if a is None or b is None or a.group(1) != b.group(1):
-        return False
-    args = a.group(2) + b.group(2)
-    return not any(ch in args for ch in (p.value.norm if p.value else "") + (g.value.norm if g.value else ""))
+    if a is None or b is None or a.group(1) != b.group(1) or g.value is None or p.value is None:
+        return None
+    mine, theirs = a.group(2), b.group(2)
+    toks = tokens(g.value.norm)
+    if mine in toks:
+        return None
+    return prepare("".join(mine if t == theirs else t for t in toks), gold=True)
 
 
 def _decide_equation(p: Answer, g: Answer, leaf: Optional[Leaf]) -> Optional[MatchResult]:
