@@ -191,7 +191,8 @@ def _latex_rules(s: str) -> str:
         s = _DROP_RE.sub("", s)
     s = _SPACING_RE.sub(lambda m: m.group(0) if m.group(0) == "\\\\" else " ", s)
     s = s.replace("{,}", "")
-    s = unwrap(s)
+    if "{" in s:              # every wrapper is \name{...}
+        s = unwrap(s)
     if "circ" in s or "degree" in s or "\u00b0" in s:
         s = _DEGREE_RE.sub("", s)
     return s
