@@ -118,6 +118,10 @@ def _prepare_policy(cfg: GRPOConfig, model: Any, accelerator: Any) -> tuple[Trai
         model = shard_fsdp2(model)
     optimizer = adamw([p for p in model.parameters() if p.requires_grad], o.learning_rate, o.weight_decay)
     scheduler = lr_schedule(optimizer, o.lr_scheduler, o.warmup_steps, cfg.max_steps * cfg.objective.num_iterations)
+    plugin = accelerator.state.deepspeed_plugin   # None unless DeepSpeed
+    if plugin is not None and plugin.is_auto("train_micro_batch_size_per_gpu"):
+        # accelerate reads it off a dataloader; the learner micro-batches itself (no dataloader)
+        plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = o.micro_batch_size
     if not fsdp_on_cpu(accelerator):   # sharded by hand: accelerate would checkpoint it as a plain model
         model, optimizer = accelerator.prepare(model, optimizer)
     model.eval()   # rollouts in eval mode; the learner switches to train mode for the update
