@@ -184,3 +184,32 @@ def test_nesting_depth_shortcuts(s):
     extract_mod = importlib.import_module("proctor.envs.math.extract")
     assert extract_mod.nesting_depth(s) == _depth_reference(s)
     assert extract_mod.too_deep(s) is (_depth_reference(s) > extract_mod.MAX_DEPTH)
+
+
+def _numbers_equal_reference(a, b) -> bool:
+    numbers = importlib.import_module("proctor.envs.math.numbers")
+    if a.percent == b.percent:
+        candidates = [(a.value, b.value)]
+    else:
+        pct, plain = (a, b) if a.percent else (b, a)
+        candidates = [(pct.value, plain.value), (pct.value / 100, plain.value)]
+    if any(x == y for x, y in candidates):
+        return True
+    if a.percent or b.percent:
+        return False
+    return numbers.approx_equal(a, b.value) or numbers.approx_equal(b, a.value)
+
+
+_LITERAL = st.one_of(st.integers(-10 ** 7, 10 ** 7).map(str),
+                     st.tuples(st.integers(-999, 999), st.integers(0, 10 ** 8)).map(lambda t: f"{t[0]}.{t[1]}"),
+                     st.tuples(st.integers(1, 9), st.integers(1, 9)).map(lambda t: f"{t[0]}/{t[1]}"),
+                     st.sampled_from(["0.333333", "0.3333333", r"\frac{1}{3}", "50", "0.5", "1/2", "3.14159265"]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_LITERAL, _LITERAL, st.booleans(), st.booleans())
+def test_numbers_equal_as_the_candidate_list_did(x, y, px, py):
+    numbers = importlib.import_module("proctor.envs.math.numbers")
+    a, b = numbers.parse_number(x + ("%" if px else "")), numbers.parse_number(y + ("%" if py else ""))
+    assert a is not None and b is not None
+    assert numbers.numbers_equal(a, b) is _numbers_equal_reference(a, b)

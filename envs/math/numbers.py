@@ -71,15 +71,13 @@ def parse_number(s: str) -> Optional[Num]:
 
 def numbers_equal(a: Num, b: Num) -> bool:
     """Exact equality under the percent and decimal policies in the module docstring."""
-    if a.percent == b.percent:
-        candidates = [(a.value, b.value)]
-    else:
+    if a.percent != b.percent:
         pct, plain = (a, b) if a.percent else (b, a)
-        candidates = [(pct.value, plain.value), (pct.value / 100, plain.value)]
-    if any(x == y for x, y in candidates):
+        return pct.value == plain.value or pct.value / 100 == plain.value
+    if a.value == b.value:
         return True
-    if a.percent or b.percent:
-        return False
+    if a.percent or (a.places is None and b.places is None):
+        return False               # compared as written; no decimal to stand for anything
     return approx_equal(a, b.value) or approx_equal(b, a.value)
 
 
