@@ -303,11 +303,13 @@ def make_tiny_model(out_dir: str | os.PathLike[str], *, arch: Arch = "qwen2", se
 
 
 @contextmanager
-def build_progress(description: str = "building the tiny model (once, then cached)") -> Iterator[ProgressFn]:
+def build_progress(description: str = "building the tiny model (once, then cached)",
+                   console: Any = None) -> Iterator[ProgressFn]:
     """A :data:`ProgressFn` that draws a progress bar with the loss, elapsed time and ETA.
 
     The bar starts at the first call, so a model found in the cache (which never calls
-    it) draws nothing; it is closed when the ``with`` block ends."""
+    it) draws nothing; it is closed when the ``with`` block ends. ``console``: a rich Console
+    (default: the terminal)."""
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                                TimeRemainingColumn)
 
@@ -319,7 +321,7 @@ def build_progress(description: str = "building the tiny model (once, then cache
         if bar is None:
             bar = Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
                            TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TextColumn("ETA"),
-                           TimeRemainingColumn())
+                           TimeRemainingColumn(), console=console)
             bar.start()
             task = bar.add_task("pretrain", total=total, loss="-")
         bar.update(task, completed=step, loss="-" if math.isnan(loss) else f"{loss:.3f}")

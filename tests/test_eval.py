@@ -192,3 +192,22 @@ def test_a_trainer_asked_to_evaluate_without_an_eval_suite_says_how(tmp_path):
     with pytest.raises(ValueError, match="build_eval_suite"):
         GRPOTrainer(cfg, build_suite(cfg), AutoModelForCausalLM.from_pretrained(path),
                     AutoTokenizer.from_pretrained(path))
+
+
+# ---------------------------------------------------------------- the tiny model's first build
+def test_the_tiny_model_build_draws_a_bar_with_an_eta_and_a_cached_one_draws_nothing(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from proctor.tiny_model import build_progress, tiny_model_path
+
+    outputs = []
+    for _ in range(2):
+        out = io.StringIO()
+        with build_progress(console=Console(file=out, width=200, force_terminal=False)) as show:
+            path = tiny_model_path(tmp_path, pretrain_steps=3, progress=show)
+        outputs.append(out.getvalue())
+    assert "building the tiny model" in outputs[0] and "3/3" in outputs[0] and "ETA" in outputs[0]
+    assert "loss" in outputs[0] and outputs[1] == ""          # the second call found it in the cache
+    assert (path / "config.json").exists()
