@@ -329,6 +329,22 @@ def _problems(c: GRPOConfig) -> list[str]:
     return problems + _rollout_problems(c) + _eval_problems(c.eval)
 
 
+def _sampling_problems(r: RolloutConfig) -> list[str]:
+    """generation_kwargs a backend refuses, and filters whose log-probs vLLM cannot report."""
+    from .rollout.base import SamplingParams, logprobs_mode   # torch-free at config time otherwise
+
+    if not r.temperature > 0 or r.group_size < 1 or r.max_new_tokens < 1:
+        return []   # reported on their own
+    try:
+        params = SamplingParams(n=r.group_size, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
+                                max_new_tokens=r.max_new_tokens).with_kwargs(r.generation_kwargs, r.backend)
+        if r.backend != "transformers":
+            logprobs_mode(params)
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
 def _eval_problems(e: EvalConfig) -> list[str]:
     problems = []
     if not 0 <= e.split < 1:
@@ -353,7 +369,7 @@ def _eval_problems(e: EvalConfig) -> list[str]:
 
 def _rollout_problems(c: GRPOConfig) -> list[str]:
     r = c.rollout
-    problems = []
+    problems = _sampling_problems(r)
     if r.async_generation and r.backend == "transformers":
         problems.append("rollout.async_generation needs rollout.backend vllm or vllm_server: transformers samples "
                         "with the learner's own weights, which the update changes while the next batch generates")

@@ -10,7 +10,7 @@ learn mask of 0: the model is not trained to write the feedback.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from proctor.envs import EnvSuite, SuiteItem, Verdict
 
@@ -19,22 +19,24 @@ from .rollout import Generator, Rollout, SamplingParams
 ScoreFn = Callable[[list[SuiteItem], list[Rollout]], list[Verdict]]
 
 
-def feedback_ids(tokenizer: Any, text: str) -> list[int]:
+def feedback_ids(tokenizer: Any, text: str, chat_template_kwargs: Optional[Mapping[str, Any]] = None) -> list[int]:
     """The tokens of a user turn carrying ``text``, ending where the assistant's reply begins.
 
     The assistant's completion ended with its end-of-turn token; chat templates put a
     newline after it, then the next turn.
     """
     ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                        tokenize=True)
+                                        tokenize=True, **dict(chat_template_kwargs or {}))
     ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
     return tokenizer.encode("\n", add_special_tokens=False) + ids
 
 
 def continue_turns(suite: EnvSuite, generator: Generator, tokenizer: Any, sampling: SamplingParams,
                    items: Sequence[SuiteItem], rollouts: list[Rollout], verdicts: list[Verdict],
-                   score: ScoreFn) -> tuple[list[Rollout], list[Verdict], int]:
-    """Run further turns for the rollouts whose env allows them; returns (rollouts, verdicts, turns run)."""
+                   score: ScoreFn, chat_template_kwargs: Optional[Mapping[str, Any]] = None
+                   ) -> tuple[list[Rollout], list[Verdict], int]:
+    """Run further turns for the rollouts whose env allows them; returns (rollouts, verdicts, turns run).
+    The feedback turns go through the chat template with ``chat_template_kwargs``, as the prompts did."""
     rollouts, verdicts = list(rollouts), list(verdicts)
     one = replace(sampling, n=1)
     max_turns = max(env.max_turns for env in suite.envs.values())
@@ -50,7 +52,8 @@ def continue_turns(suite: EnvSuite, generator: Generator, tokenizer: Any, sampli
         prompts = []
         for i in todo:
             env = suite.envs[items[i].env]
-            inserted[i] = feedback_ids(tokenizer, env.feedback_template.format(feedback=verdicts[i].feedback))
+            inserted[i] = feedback_ids(tokenizer, env.feedback_template.format(feedback=verdicts[i].feedback),
+                                       chat_template_kwargs)
             prompts.append(list(rollouts[i].prompt_ids) + list(rollouts[i].completion_ids) + inserted[i])
         answers = [group[0] for group in generator.generate(prompts, one)]
         for i, answer in zip(todo, answers):

@@ -30,6 +30,8 @@ class Scored:
     rollouts: list[Rollout]
     verdicts: list[Verdict]
     turns: int = 1                    # the most turns any rollout ran (multi-turn envs)
+    prompts_truncated: int = 0        # prompts over data.max_prompt_length cut from the left
+    prompts_dropped: int = 0          # ... or dropped and replaced by another draw
 
     def __post_init__(self) -> None:
         if not len(self.items) == len(self.rollouts) == len(self.verdicts):
@@ -42,11 +44,12 @@ class Scored:
     def keep_groups(self, keep: list[bool], size: int) -> "Scored":
         idx = [i for i in range(len(self.rollouts)) if keep[i // size]]
         return Scored([self.items[i] for i in idx], [self.rollouts[i] for i in idx],
-                      [self.verdicts[i] for i in idx], self.turns)
+                      [self.verdicts[i] for i in idx], self.turns, self.prompts_truncated, self.prompts_dropped)
 
     def __add__(self, other: "Scored") -> "Scored":
         return Scored(self.items + other.items, self.rollouts + other.rollouts, self.verdicts + other.verdicts,
-                      max(self.turns, other.turns))
+                      max(self.turns, other.turns), self.prompts_truncated + other.prompts_truncated,
+                      self.prompts_dropped + other.prompts_dropped)
 
 
 @dataclass

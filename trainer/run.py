@@ -15,7 +15,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Mapping, Optional, Protocol
 
 import torch
 
@@ -29,9 +29,9 @@ from .metrics import MetricsLog, plot_run, read_metrics
 from .multiturn import continue_turns
 from .passrate import PassRateMemory
 from .rollout import Generator, SamplingParams
-from .rollout.factory import make_generator
+from .rollout.factory import make_generator, run_sampling
 from .rollout.weights import is_peft
-from .sampling import EpochOrder, PromptDrawer, RolloutRunner
+from .sampling import EpochOrder, PromptDrawer, PromptLimit, RolloutRunner
 from .step_row import gather_row
 
 
@@ -67,18 +67,20 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
     r = cfg.rollout
     generator, stop = make_generator(r, learner_model, tokenizer, run_dir, seed=cfg.seed,
                                      lora_rank=cfg.optim.lora_rank, accelerator=accelerator)
-    sampling = SamplingParams(n=r.group_size, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k,
-                              max_new_tokens=r.max_new_tokens)
+    sampling = run_sampling(r)
     # Each process draws its own prompts (data parallelism); weights start identical.
     memory = PassRateMemory(r.group_size, skip_threshold=cfg.data.skip_threshold)
     epochs = (EpochOrder(suite, cfg.data.shuffle, cfg.seed, rank, accelerator.num_processes)
               if cfg.data.order == "epochs" else None)
     drawer = PromptDrawer(suite.sample, cfg.seed + 1000 * rank, memory, cfg.data.skip_predicted_zero_signal,
                           r.max_new_tokens, epochs)
-    more_turns = (functools.partial(continue_turns, suite, generator, tokenizer, sampling)
+    template = cfg.data.chat_template_kwargs
+    more_turns = (functools.partial(continue_turns, suite, generator, tokenizer, sampling,
+                                    chat_template_kwargs=template)
                   if any(env.max_turns > 1 for env in suite.envs.values()) else None)
-    runner = RolloutRunner(generator, functools.partial(tokenize, suite, tokenizer), suite.score_batch, sampling,
-                           r.generation_batch_size, r.overlap_scoring, more_turns)
+    limit = PromptLimit(cfg.data.max_prompt_length, cfg.data.prompt_overflow, drawer.draw)
+    runner = RolloutRunner(generator, functools.partial(tokenize, suite, tokenizer, chat_template_kwargs=template),
+                           suite.score_batch, sampling, r.generation_batch_size, r.overlap_scoring, more_turns, limit)
     if cfg.log.report_to:   # trackers take scalars only: nested values (the env suite) go in as JSON text
         accelerator.init_trackers("proctor-grpo", config={
             k: v if isinstance(v, (int, float, str, bool)) else json.dumps(v) for k, v in flat_view(cfg).items()})
@@ -96,8 +98,9 @@ def _evaluator(cfg: GRPOConfig, eval_suite: Optional[EnvSuite], generator: Gener
     if eval_suite is None:
         raise ValueError(f"eval.every is {cfg.eval.every} but the trainer was given no eval suite: build it with "
                          "proctor.trainer.build.build_trainer(cfg), or pass eval_suite=build_eval_suite(cfg)")
-    return functools.partial(evaluate, generator, functools.partial(tokenize, eval_suite, tokenizer), eval_suite,
-                             eval_items(eval_suite), EvalSettings.from_config(cfg))
+    prompt_ids = functools.partial(tokenize, eval_suite, tokenizer, chat_template_kwargs=cfg.data.chat_template_kwargs)
+    return functools.partial(evaluate, generator, prompt_ids, eval_suite, eval_items(eval_suite),
+                             EvalSettings.from_config(cfg))
 
 
 def _prepare_policy(cfg: GRPOConfig, model: Any, accelerator: Any) -> tuple[Trainable, Optional[torch.nn.Module]]:
@@ -176,12 +179,15 @@ def adamw(params: list[torch.nn.Parameter], lr: float, weight_decay: float = 0.0
         return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
 
 
-def tokenize(suite: EnvSuite, tokenizer: Any, item: SuiteItem) -> list[int]:
-    """The prompt's token ids: plain text as is, chat messages through the chat template."""
+def tokenize(suite: EnvSuite, tokenizer: Any, item: SuiteItem,
+             chat_template_kwargs: Optional[Mapping[str, Any]] = None) -> list[int]:
+    """The prompt's token ids: plain text as is, chat messages through the chat template
+    (given ``chat_template_kwargs``, e.g. ``enable_thinking``)."""
     prompt = suite.prompt_of(item)
     if isinstance(prompt, str):
         return tokenizer(prompt, add_special_tokens=True)["input_ids"]
-    ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
+    ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True,
+                                        **dict(chat_template_kwargs or {}))
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import random
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict
-from typing import Any, Callable, Optional, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Literal, Optional, Sequence
 
 import numpy as np
 
@@ -140,12 +140,51 @@ class PromptDrawer:
             self.epochs.load_state_dict(state["epochs"])
 
 
+@dataclass(frozen=True)
+class PromptLimit:
+    """``data.max_prompt_length``: a longer prompt keeps its last ``max_tokens`` tokens
+    ("truncate_left", TRL's behaviour) or is dropped and replaced by a fresh ``draw``."""
+
+    max_tokens: Optional[int]
+    overflow: Literal["truncate_left", "drop"] = "truncate_left"
+    draw: Optional[Callable[[int], list[SuiteItem]]] = None
+    max_redraws: int = 100   # per dropped prompt, then the run stops with an error
+
+    def apply(self, items: list[SuiteItem], prompts: list[list[int]], tokenize: Callable[[SuiteItem], list[int]]
+              ) -> tuple[list[SuiteItem], list[list[int]], int, int]:
+        """(items, prompts, truncated, dropped): every prompt within the limit."""
+        if self.max_tokens is None:
+            return items, prompts, 0, 0
+        limit, truncated, dropped = self.max_tokens, 0, 0
+        items, prompts = list(items), list(prompts)
+        for i, ids in enumerate(prompts):
+            if len(ids) <= limit:
+                continue
+            if self.overflow == "truncate_left":
+                prompts[i], truncated = ids[-limit:], truncated + 1
+                continue
+            if self.draw is None:
+                raise ValueError("data.prompt_overflow: drop needs a prompt drawer to replace dropped prompts")
+            for _ in range(self.max_redraws):
+                dropped += 1
+                items[i] = self.draw(1)[0]
+                prompts[i] = tokenize(items[i])
+                if len(prompts[i]) <= limit:
+                    break
+            else:
+                raise ValueError(f"data.max_prompt_length is {limit} tokens but {self.max_redraws} prompts drawn in "
+                                 f"a row were longer (the last: {len(prompts[i])} tokens, env {items[i].env!r}): "
+                                 "raise data.max_prompt_length or set data.prompt_overflow: truncate_left")
+        return items, prompts, truncated, dropped
+
+
 class RolloutRunner:
     """prompts → G completions each → verdicts, as one ``Scored`` batch in prompt order."""
 
     def __init__(self, generator: Generator, tokenize: Callable[[SuiteItem], list[int]], score: ScoreFn,
                  sampling: SamplingParams, chunk_sequences: int, overlap_scoring: bool = True,
-                 more_turns: Optional[MoreTurns] = None) -> None:
+                 more_turns: Optional[MoreTurns] = None, limit: PromptLimit = PromptLimit(None)) -> None:
+        self.limit = limit
         self.generator = generator
         self.tokenize = tokenize
         self.score = score
@@ -157,7 +196,8 @@ class RolloutRunner:
 
     def __call__(self, items: Sequence[SuiteItem], watch: Stopwatch) -> Scored:
         """Generate in chunks; each finished chunk is scored in a thread while the next generates."""
-        prompts = [self.tokenize(item) for item in items]
+        items, prompts, truncated, dropped = self.limit.apply(list(items), [self.tokenize(it) for it in items],
+                                                              self.tokenize)
         pending: list[tuple[list[SuiteItem], list[Rollout], Optional[Future]]] = []
         for start in range(0, len(items), self.per_chunk):
             with watch.section("generate"):
@@ -175,12 +215,12 @@ class RolloutRunner:
                 items_out += flat_items
                 rollouts += flat
                 verdicts += future.result() if future is not None else self._score(flat_items, flat, watch)
-        if self.more_turns is None:
-            return Scored(items_out, rollouts, verdicts)
-        with watch.section("later_turns"):
-            rollouts, verdicts, turns = self.more_turns(items_out, rollouts, verdicts,
-                                                        lambda its, rs: self._score(its, rs, watch))
-        return Scored(items_out, rollouts, verdicts, turns)
+        turns = 1
+        if self.more_turns is not None:
+            with watch.section("later_turns"):
+                rollouts, verdicts, turns = self.more_turns(items_out, rollouts, verdicts,
+                                                            lambda its, rs: self._score(its, rs, watch))
+        return Scored(items_out, rollouts, verdicts, turns, prompts_truncated=truncated, prompts_dropped=dropped)
 
     def _score(self, items: list[SuiteItem], rollouts: list[Rollout], watch: Stopwatch) -> list[Verdict]:
         with watch.section("score"):
@@ -227,4 +267,4 @@ def groups_with_signal(scored: Scored, group_size: int) -> list[bool]:
     return keep
 
 
-__all__ = ["EpochOrder", "InfraGuard", "PromptDrawer", "RolloutRunner", "groups_with_signal"]
+__all__ = ["EpochOrder", "InfraGuard", "PromptDrawer", "PromptLimit", "RolloutRunner", "groups_with_signal"]

@@ -47,6 +47,8 @@ def step_row(v: StepValues) -> dict[str, Any]:
         "rollout_version_min": min(r.weight_version for r in v.scored.rollouts),
         "rollout_version_max": max(r.weight_version for r in v.scored.rollouts),
         "turns_max": v.scored.turns,
+        "prompts_truncated": v.scored.prompts_truncated,   # data.max_prompt_length: never silent
+        "prompts_dropped": v.scored.prompts_dropped,
     })
     if v.lags:
         row.update(staleness_mean=sum(v.lags) / len(v.lags), staleness_max=max(v.lags))

@@ -38,6 +38,9 @@ def serve(
     max_lora_rank: Annotated[int, typer.Option(help="Largest adapter rank accepted with --enable-lora.")] = 16,
     sleep_mode: Annotated[bool, typer.Option(help="Allow /sleep and /wake_up (GPU only).")] = False,
     seed: Annotated[int, typer.Option(help="Engine sampling seed.")] = 0,
+    logprobs_mode: Annotated[str, typer.Option(help="processed_logprobs (after temperature and filters) or "
+                                               "raw_logprobs (temperature 1, before filters): the trainer says which "
+                                               "its sampling params need.")] = "processed_logprobs",
     op_timeout: Annotated[float, typer.Option(help="Seconds an engine call may take before the server reports it hung.")] = 600.0,
     ready_file: Annotated[Optional[str], typer.Option(help="Write the URL here once ready (for launchers).")] = None,
     exit_with: Annotated[Optional[int], typer.Option(help="Exit when this process (the launching trainer) is gone.")] = None,
@@ -58,7 +61,7 @@ def serve(
         engine = VLLMEngine(path, dtype=dtype, max_model_len=max_model_len,
                             gpu_memory_utilization=gpu_memory_utilization, seed=seed,
                             tensor_parallel_size=tensor_parallel_size, enable_lora=enable_lora,
-                            max_lora_rank=max_lora_rank, sleep_mode=sleep_mode)
+                            max_lora_rank=max_lora_rank, sleep_mode=sleep_mode, logprobs_mode=logprobs_mode)
     except (ImportError, ValueError) as exc:
         raise typer.BadParameter(str(exc)) from None
     run_server(engine, host, port, op_timeout=op_timeout, ready_file=ready_file, model_name=path)

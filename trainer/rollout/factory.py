@@ -6,8 +6,15 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..config import RolloutConfig
-from .base import Generator
+from .base import Generator, SamplingParams, logprobs_mode
 from .hf import TransformersGenerator
+
+
+def run_sampling(rollout: RolloutConfig) -> SamplingParams:
+    """The run's sampling params: the rollout fields, with ``generation_kwargs`` over them."""
+    base = SamplingParams(n=rollout.group_size, temperature=rollout.temperature, top_p=rollout.top_p,
+                          top_k=rollout.top_k, max_new_tokens=rollout.max_new_tokens)
+    return base.with_kwargs(rollout.generation_kwargs, rollout.backend)
 
 
 def use_sleep(rollout: RolloutConfig) -> bool:
@@ -31,7 +38,8 @@ def make_generator(rollout: RolloutConfig, learner: Any, tokenizer: Any, run_dir
         gen = VLLMColocatedGenerator(learner.name_or_path, learner, tokenizer, seed=seed,
                                      sync_every=v.sync_every, lora_sync=v.lora_sync,
                                      sleep_mode=use_sleep(rollout), sleep_level=v.sleep_level,
-                                     gpu_memory_utilization=v.gpu_memory_utilization)
+                                     gpu_memory_utilization=v.gpu_memory_utilization,
+                                     logprobs_mode=logprobs_mode(run_sampling(rollout)))
         return gen, gen.close
     if rollout.backend == "vllm_server":
         return _server_generator(rollout, learner, tokenizer, run_dir, seed, lora_rank, accelerator)
@@ -49,6 +57,8 @@ def _server_generator(rollout: RolloutConfig, learner: Any, tokenizer: Any, run_
     started: Optional[ManagedServer] = None
     if not urls:   # none named: one of our own, for this run
         args = list(v.server_args)
+        if "--logprobs-mode" not in args:
+            args += ["--logprobs-mode", logprobs_mode(run_sampling(rollout))]
         if "--seed" not in args:
             args += ["--seed", str(seed)]
         if "--enable-lora" not in args and lora_rank > 0 and v.lora_sync == "adapter":
@@ -79,4 +89,4 @@ def _server_generator(rollout: RolloutConfig, learner: Any, tokenizer: Any, run_
     return gen, close
 
 
-__all__ = ["make_generator", "use_sleep"]
+__all__ = ["make_generator", "run_sampling", "use_sleep"]

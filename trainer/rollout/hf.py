@@ -13,7 +13,7 @@ from typing import Any, Optional, Sequence
 import torch
 import torch.distributed as dist
 
-from .base import Rollout, SamplingParams, Snapshot, SyncInfo, stop_token_ids
+from .base import Rollout, SamplingParams, Snapshot, SyncInfo, cut_at_stop, stop_token_ids
 from .weights import is_sharded
 
 
@@ -99,28 +99,35 @@ class TransformersGenerator:
         # Left padding: every prompt ends at the same position, so new tokens line up.
         input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
-        sampling = (dict(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or None)
+        sampling = (dict(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or None,
+                         min_p=params.min_p or None, repetition_penalty=params.repetition_penalty)
                     if params is not None else dict(do_sample=False, temperature=None, top_p=None, top_k=None))
+        if params is not None and params.stop:   # generation ends early there; the cut is made below
+            sampling.update(stop_strings=list(params.stop), tokenizer=self.tokenizer)
         out = self.model.generate(
             input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens, pad_token_id=pad,
             eos_token_id=sorted(self.stop_ids), return_dict_in_generate=True, output_logits=True,
             synced_gpus=self.synced, **sampling)
         temperature = params.temperature if params is not None else 1.0
         new = out.sequences[:, width:]
-        # Raw logits / temperature: the distribution the learner's log-probs use too.
+        # Raw logits / temperature: the distribution the learner's log-probs use too (``output_logits``
+        # are before the repetition penalty and the top_k/top_p/min_p warpers).
         logits = torch.stack(out.logits, dim=1)[:, :new.shape[1]].float() / temperature
         logp = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
-        result = []
-        for row, prompt in enumerate(prompts):
-            ids = new[row].tolist()
-            end, reason = len(ids), "length"
-            for i, tok in enumerate(ids):
-                if tok in self.stop_ids:
-                    end, reason = i + 1, "stop"
-                    break
-            ids = ids[:end]
-            result.append(Rollout(prompt_ids=tuple(prompt), completion_ids=tuple(ids),
-                                  logprobs=tuple(logp[row, :end].tolist()),
-                                  text=self.tokenizer.decode(ids, skip_special_tokens=True),
-                                  finish_reason=reason, weight_version=self.weight_version))
-        return result
+        stop = params.stop if params is not None else ()
+        return [self._rollout(prompt, new[row].tolist(), logp[row], stop) for row, prompt in enumerate(prompts)]
+
+    def _rollout(self, prompt: list[int], ids: list[int], logp: torch.Tensor, stop: Sequence[str]) -> Rollout:
+        """The completion up to its first stop token or stop string (finish "stop"), else all of it."""
+        end, reason = len(ids), "length"
+        for i, tok in enumerate(ids):
+            if tok in self.stop_ids:
+                end, reason = i + 1, "stop"
+                break
+        ids = ids[:end]
+        cut = cut_at_stop(self.tokenizer, ids, stop)
+        if cut is not None:
+            ids, reason = ids[:cut], "stop"
+        return Rollout(prompt_ids=tuple(prompt), completion_ids=tuple(ids), logprobs=tuple(logp[:len(ids)].tolist()),
+                       text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                       finish_reason=reason, weight_version=self.weight_version)

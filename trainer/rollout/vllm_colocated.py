@@ -15,7 +15,7 @@ import time
 import weakref
 from typing import Any, Literal, Optional, Sequence
 
-from .base import Rollout, SamplingParams, Snapshot, SyncInfo, stop_token_ids
+from .base import Rollout, SamplingParams, Snapshot, SyncInfo, check_logprobs_mode, stop_token_ids
 from .vllm_engine import VLLMEngine
 from .weights import adapter_state, is_peft, policy_weights, unwrap, write_adapter
 
@@ -93,9 +93,11 @@ class VLLMColocatedGenerator:
 
     # ------------------------------------------------------------------ sampling
     def generate(self, prompts: Sequence[list[int]], params: SamplingParams) -> list[list[Rollout]]:
+        check_logprobs_mode(self.engine.logprobs_mode, params, "the in-process vLLM engine")
         groups = self.engine.generate(prompts, n=params.n, temperature=params.temperature, top_p=params.top_p,
                                       top_k=params.top_k, max_new_tokens=params.max_new_tokens,
-                                      stop_ids=self.stop_ids)
+                                      stop_ids=self.stop_ids, min_p=params.min_p,
+                                      repetition_penalty=params.repetition_penalty, stop=params.stop)
         version = self.engine.weight_version
         return [[Rollout(prompt_ids=tuple(prompt), completion_ids=tuple(s.completion_ids), logprobs=tuple(s.logprobs),
                          text=self.tokenizer.decode(s.completion_ids, skip_special_tokens=True),

@@ -87,14 +87,19 @@ class VLLMEngine:
     def __init__(self, model_path: str, *, dtype: str = "auto", max_model_len: Optional[int] = None,
                  gpu_memory_utilization: float = 0.3, seed: int = 0, enforce_eager: bool = True,
                  enable_lora: bool = False, max_lora_rank: int = 16, sleep_mode: bool = False,
-                 tensor_parallel_size: int = 1, **engine_kwargs: Any) -> None:
+                 tensor_parallel_size: int = 1, logprobs_mode: str = "processed_logprobs",
+                 **engine_kwargs: Any) -> None:
         vllm = import_vllm()
         import torch
 
-        # "processed": log-probs after temperature (and top-k/top-p), i.e. of the distribution
-        # actually sampled, which is what the learner recomputes at the same temperature.
+        # The learner scores the full softmax at the temperature. "processed_logprobs" are that
+        # when nothing but the temperature shapes sampling; "raw_logprobs" are that at temperature 1,
+        # whatever filters and penalties sample (base.logprobs_mode picks one for the run's params).
+        if logprobs_mode not in ("processed_logprobs", "raw_logprobs"):
+            raise ValueError(f"logprobs_mode must be processed_logprobs or raw_logprobs, got {logprobs_mode!r}")
+        self.logprobs_mode = logprobs_mode
         kwargs: dict[str, Any] = dict(model=str(model_path), dtype=dtype, seed=seed, enforce_eager=enforce_eager,
-                                      logprobs_mode="processed_logprobs", tensor_parallel_size=tensor_parallel_size,
+                                      logprobs_mode=logprobs_mode, tensor_parallel_size=tensor_parallel_size,
                                       **engine_kwargs)
         if max_model_len is not None:   # else the model's own limit
             kwargs["max_model_len"] = max_model_len
@@ -154,8 +159,12 @@ class VLLMEngine:
     # ------------------------------------------------------------------ sampling
     def generate(self, prompts: Sequence[Sequence[int]], *, n: int = 1, temperature: float = 1.0,
                  top_p: float = 1.0, top_k: int = 0, max_new_tokens: int = 256,
-                 stop_ids: Iterable[int] = ()) -> list[list[Sample]]:
-        """``n`` completions per prompt; ``temperature=0`` is greedy (for checks against transformers)."""
+                 stop_ids: Iterable[int] = (), min_p: float = 0.0, repetition_penalty: float = 1.0,
+                 stop: Sequence[str] = ()) -> list[list[Sample]]:
+        """``n`` completions per prompt; ``temperature=0`` is greedy (for checks against transformers).
+
+        A stop string ends the completion after the token that completes it: the ids keep that
+        token and the caller decodes the text from the ids, so the two agree."""
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -165,6 +174,8 @@ class VLLMEngine:
         greedy = temperature == 0
         sampling = VSamplingParams(n=n, temperature=temperature, top_p=1.0 if greedy else top_p,
                                    top_k=top_k if top_k > 0 and not greedy else -1,
+                                   min_p=0.0 if greedy else min_p, repetition_penalty=repetition_penalty,
+                                   stop=list(stop) or None, include_stop_str_in_output=True,
                                    max_tokens=max_new_tokens, logprobs=0, stop_token_ids=list(stop_ids))
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], sampling,
                                     lora_request=self._lora_request(), use_tqdm=False)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Literal, Optional, Sequence
 
 from ..serve.client import EngineClient, serialize_buckets
 from ..serve.errors import EngineServerError
-from .base import Rollout, SamplingParams, Snapshot, SyncInfo, stop_token_ids
+from .base import Rollout, SamplingParams, Snapshot, SyncInfo, check_logprobs_mode, stop_token_ids
 from .weights import adapter_state, is_peft, is_sharded, policy_weights
 
 
@@ -38,6 +38,8 @@ class VLLMServerGenerator:
         self._steps_since_sync = 0
         self._pool = ThreadPoolExecutor(max_workers=len(self.clients), thread_name_prefix="engine-client")
         health = self._all(lambda c: c.health())
+        # A server from before logprobs_mode was reported ran processed_logprobs.
+        self.logprobs_modes = [h.get("logprobs_mode", "processed_logprobs") for h in health]
         self.adapter_sync = lora_sync == "adapter" and is_peft(learner)
         if self.adapter_sync:
             no_lora = [c.url for c, h in zip(self.clients, health) if not h.get("lora")]
@@ -107,8 +109,11 @@ class VLLMServerGenerator:
         return [(r["weight_version"], g) for r in replies for g in r["groups"]]
 
     def generate(self, prompts: Sequence[list[int]], params: SamplingParams) -> list[list[Rollout]]:
+        for url, mode in zip((c.url for c in self.clients), self.logprobs_modes):
+            check_logprobs_mode(mode, params, f"the vLLM server {url}")
         out = self._request(prompts, n=params.n, temperature=params.temperature, top_p=params.top_p,
-                            top_k=params.top_k, max_new_tokens=params.max_new_tokens)
+                            top_k=params.top_k, max_new_tokens=params.max_new_tokens, min_p=params.min_p,
+                            repetition_penalty=params.repetition_penalty, stop=list(params.stop))
         return [[Rollout(prompt_ids=tuple(prompt), completion_ids=tuple(s["completion_ids"]),
                          logprobs=tuple(s["logprobs"]),
                          text=self.tokenizer.decode(s["completion_ids"], skip_special_tokens=True),

@@ -97,13 +97,15 @@ class EngineService:
         return {"status": "wedged" if self.wedged else "ok", "wedged": self.wedged, "model": self.model_name,
                 "weight_version": self.engine.weight_version, "updates": self.updates, "lora": self.lora_enabled,
                 "asleep": bool(getattr(self.engine, "asleep", False)),
+                "logprobs_mode": self.engine.logprobs_mode,
                 "busy": None if busy is None else {"op": busy[0], "seconds": time.monotonic() - busy[1]}}
 
     def generate(self, req: dict[str, Any]) -> dict[str, Any]:
         prompts = req.get("prompts")
         if not isinstance(prompts, list) or not all(isinstance(p, list) and p for p in prompts):
             raise HTTPFail(400, "generate: 'prompts' must be a list of non-empty token-id lists")
-        kwargs = {k: req[k] for k in ("n", "temperature", "top_p", "top_k", "max_new_tokens", "stop_ids") if k in req}
+        kwargs = {k: req[k] for k in ("n", "temperature", "top_p", "top_k", "max_new_tokens", "stop_ids", "min_p",
+                                      "repetition_penalty", "stop") if k in req}
 
         def call() -> tuple[int, Any]:
             groups = self.engine.generate(prompts, **kwargs)
