@@ -212,6 +212,7 @@ class StuckEngine:
 
     weight_version = 0
     model_path = "stuck-model"
+    logprobs_mode = "processed_logprobs"
 
     def __init__(self) -> None:
         self.release = threading.Event()
