@@ -223,6 +223,24 @@ def test_overflow_counts_survive_group_filtering_and_merging():
     assert (both.prompts_truncated, both.prompts_dropped) == (2, 3)
 
 
+def test_a_run_logs_truncations_once_per_generation_batch(tmp_path):
+    """The counts reach metrics.jsonl's rows; with steps_per_generation 2 the first step of
+    the generation batch reports them, the second (same prompts) reports none."""
+    from accelerate.state import AcceleratorState
+
+    from proctor.trainer.build import build_trainer
+    from proctor.trainer.config import GRPOConfig
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    cfg = GRPOConfig.from_flat(model="tiny:0", prompts_per_step=2, group_size=2, max_new_tokens=2, max_steps=2,
+                               output_dir=str(tmp_path), max_prompt_length=8, steps_per_generation=2,
+                               generation_kwargs={"top_k": 5, "stop": ["="]})
+    rows = build_trainer(cfg).train()
+    AcceleratorState._reset_state(reset_partial_state=True)
+    assert [(r["prompts_truncated"], r["prompts_dropped"]) for r in rows] == [(4, 0), (0, 0)]
+    assert all(r["sampler_logp_diff_max"] < 1e-3 for r in rows if "sampler_logp_diff_max" in r)
+
+
 def test_drop_gives_up_with_a_clear_error_when_every_prompt_is_too_long():
     from proctor.trainer.sampling import PromptLimit
 

@@ -110,7 +110,8 @@ class Generation:
         idx = list(range(n))[rows]
         first = index == 0
         return Generation(
-            Scored(self.scored.items[rows], self.scored.rollouts[rows], self.scored.verdicts[rows], self.scored.turns),
+            Scored(self.scored.items[rows], self.scored.rollouts[rows], self.scored.verdicts[rows], self.scored.turns,
+                   self.scored.prompts_truncated if first else 0, self.scored.prompts_dropped if first else 0),
             self.dropped if first else Scored([], [], []), _rows_of(self.advantages, rows, group_size),
             self.batch.slice(rows), self.num_items, None if self.old_logp is None else self.old_logp[rows], 1,
             self.rounds if first else 0, None if self.lags is None else [self.lags[i] for i in idx])
