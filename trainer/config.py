@@ -331,7 +331,8 @@ def _problems(c: GRPOConfig) -> list[str]:
 
 def _sampling_problems(r: RolloutConfig) -> list[str]:
     """generation_kwargs a backend refuses, and filters whose log-probs vLLM cannot report."""
-    from .rollout.base import SamplingParams, logprobs_mode   # torch-free at config time otherwise
+    # Imported here: importing the config stays torch-free (validating one loads the rollout package).
+    from .rollout.base import SamplingParams, logprobs_mode
 
     if not r.temperature > 0 or r.group_size < 1 or r.max_new_tokens < 1:
         return []   # reported on their own
