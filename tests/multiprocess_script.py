@@ -10,6 +10,9 @@ PromptDrawer drew (step by step) and its final weights, for the test to compare.
                2 steps, a sharded checkpoint, and the third step after a resume.
   fsdp-server OUT URL   2 sharded steps sampling from the `proctor serve` at URL, which only
                rank 0 pushes the gathered weights to.
+  ds-ddp | zero2 | zero3 OUT   3 steps, 4 micro-batches each: data parallel, DeepSpeed ZeRO-2,
+               or ZeRO-3, then its step 3 resumed from step 2's checkpoint (one launch each: accelerate's
+               state, DeepSpeed or not, is fixed for the process).
 """
 
 from __future__ import annotations
@@ -56,8 +59,8 @@ def make_trainer(out_dir: Path, max_steps: int, verifier: Verifier = DigitShare(
              for i in range(n_tasks)]
     suite = EnvSuite({"digits": VerifiableEnv(ListSource(tasks), verifier)})
     cfg = GRPOConfig.from_flat(model=str(path), prompts_per_step=2, group_size=4, max_new_tokens=6,
-                               max_steps=max_steps, learning_rate=1e-3, micro_batch_size=8, output_dir=str(out_dir),
-                               **extra)
+                               max_steps=max_steps, learning_rate=1e-3, output_dir=str(out_dir),
+                               **{"micro_batch_size": 8, **extra})
     return GRPOTrainer(cfg, suite, AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path))
 
 
@@ -102,8 +105,35 @@ def main(mode: str, out_dir: str, url: str = "") -> None:
         os.environ["ACCELERATE_USE_FSDP"] = "true"
         os.environ["FSDP_VERSION"] = "2"
         fsdp_server(out, url)
+    elif mode in DEEPSPEED:
+        deepspeed(mode, out)
     else:
-        raise SystemExit(f"unknown mode {mode!r}: resume, fsdp or fsdp-server")
+        raise SystemExit(f"unknown mode {mode!r}: resume, fsdp, fsdp-server, {', '.join(DEEPSPEED)}")
+
+
+# 4 micro-batches per update on each rank (the bug this catches: an engine step per micro-batch),
+# and a decaying learning rate (the schedule reaches the engine's optimizer).
+DEEPSPEED = {"ds-ddp": None, "zero2": "2", "zero3": "3"}
+DS_RUN = dict(micro_batch_size=2, lr_scheduler="linear")
+
+
+def deepspeed(mode: str, out: Path) -> None:
+    """3 steps data parallel (ds-ddp), under DeepSpeed ZeRO-2 (zero2), or under ZeRO-3 with a
+    checkpoint each step, then the third step again resumed from step 2's (zero3). The
+    environment is what `accelerate launch` with a DeepSpeed config sets, on CPU processes."""
+    stage = DEEPSPEED[mode]
+    if stage is not None:
+        os.environ.pop("ACCELERATE_USE_CPU", None)   # accelerate runs DeepSpeed only when not told "CPU"
+        os.environ.update(ACCELERATE_USE_DEEPSPEED="true", ACCELERATE_DEEPSPEED_ZERO_STAGE=stage,
+                          ACCELERATE_GRADIENT_ACCUMULATION_STEPS="1")
+    if mode == "zero3":
+        straight = make_trainer(out / mode, 3, save_every=1, **DS_RUN)
+        assert is_sharded(straight.model), "the ZeRO-3 run's policy is not sharded"
+        run(straight, out, mode)
+        step_2 = out / mode / "checkpoints" / "step-2"
+        run(make_trainer(out / f"{mode}-resumed", 3, resume_from=str(step_2), **DS_RUN), out, f"{mode}-resumed")
+    else:
+        run(make_trainer(out / mode, 3, **DS_RUN), out, mode)
 
 
 def fsdp_server(out: Path, url: str) -> None:

@@ -11,10 +11,17 @@ run stops after ``max_nonfinite_steps`` in a row, with a checkpoint). Under fp16
 scaler is in charge of overflow instead: the optimizer step is handed to the scaler,
 which skips it and lowers its scale; the skip is counted, but only a non-finite loss
 counts towards the streak.
+
+Only the last micro-batch of an update is a gradient-accumulation boundary: DDP
+all-reduces there only, and DeepSpeed, whose engine clips and steps inside the boundary
+backward, steps once per update. Under DeepSpeed the update is therefore applied before
+the guard sees the gradient norm: a non-finite update is counted and warned about (and
+the streak stops the run), and DeepSpeed's own fp16 loss scaler skips overflowing steps.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol
@@ -108,19 +115,34 @@ class Learner:
                     if param.requires_grad:
                         param.grad = torch.zeros_like(param)
         losses = []
-        for rows in micro:
-            value, logged = loss(batch.slice(rows), rows, len(micro), index)
-            self.accelerator.backward(value)
-            for key, v in logged.items():
-                values.setdefault(key, []).append(v)
-            losses.append(logged.get("loss", float(value.detach())))
+        try:
+            for i, rows in enumerate(micro):
+                value, logged = loss(batch.slice(rows), rows, len(micro), index)
+                self._backward(value, boundary=i == len(micro) - 1)
+                for key, v in logged.items():
+                    values.setdefault(key, []).append(v)
+                losses.append(logged.get("loss", float(value.detach())))
+        finally:
+            self.accelerator.gradient_state._set_sync_gradients(True)   # accelerate's default
         return losses
+
+    def _backward(self, value: torch.Tensor, boundary: bool) -> None:
+        """One micro-batch's backward. Off the boundary, gradients stay local (no_sync) and
+        DeepSpeed is told not to step (accelerate passes sync_gradients to its engine)."""
+        self.accelerator.gradient_state._set_sync_gradients(boundary)
+        with contextlib.ExitStack() as local:
+            if not boundary:
+                for p in self.parts:
+                    local.enter_context(self.accelerator.no_sync(p.model))
+            self.accelerator.backward(value)
 
     def _step(self, loss_sum: float) -> tuple[float, int]:
         """Clip, guard, step; returns (the policy's gradient norm, 1 if the step was skipped)."""
-        norms = [float(self.accelerator.clip_grad_norm_(p.model.parameters(), self.max_grad_norm))
+        norms = [_norm(self.accelerator.clip_grad_norm_(p.model.parameters(), self.max_grad_norm))
                  for p in self.parts]
         finite = math.isfinite(loss_sum) and all(math.isfinite(n) for n in norms)
+        if self.engine_steps:
+            return norms[0], self._engine_stepped(finite, loss_sum, norms[0])
         if self.accelerator.scaler is not None and math.isfinite(loss_sum):
             return norms[0], self._scaled_step()
         if not finite:
@@ -138,6 +160,26 @@ class Learner:
             p.optimizer.zero_grad(set_to_none=True)
         return norms[0], 0
 
+    def _engine_stepped(self, finite: bool, loss_sum: float, norm: float) -> int:
+        """DeepSpeed: the engine clipped and stepped in the boundary backward (or skipped an
+        fp16 overflow, which its scaler reports); the schedule follows."""
+        skipped = max(int(bool(p.optimizer.step_was_skipped)) for p in self.parts)
+        for p in self.parts:
+            if p.scheduler is not None:
+                p.scheduler.step()
+        if finite or skipped:
+            self.nonfinite_streak = 0
+            return skipped
+        self.nonfinite_streak += 1
+        self.warn(f"non-finite loss ({loss_sum}) or gradient norm ({norm}): DeepSpeed applied the update "
+                  f"before it could be dropped ({self.nonfinite_streak} in a row)")
+        return 1
+
+    @property
+    def engine_steps(self) -> bool:
+        """True under DeepSpeed, whose engine steps the optimizer inside ``backward``."""
+        return self.accelerator.state.deepspeed_plugin is not None
+
     def _scaled_step(self) -> int:
         """fp16: the scaler steps, or skips an overflowing step and lowers its scale."""
         skipped = 0
@@ -149,6 +191,11 @@ class Learner:
             p.optimizer.zero_grad(set_to_none=True)
         self.nonfinite_streak = 0
         return skipped
+
+
+def _norm(value: Any) -> float:
+    """A gradient norm as a float; DeepSpeed reports none before its first step."""
+    return float("nan") if value is None else float(value)
 
 
 __all__ = ["Learner", "MicroLoss", "Trainable", "disable_dropout"]

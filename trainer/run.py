@@ -30,7 +30,7 @@ from .multiturn import continue_turns
 from .passrate import PassRateMemory
 from .rollout import Generator, SamplingParams
 from .rollout.factory import make_generator, run_sampling
-from .rollout.weights import is_peft
+from .rollout.weights import is_peft, is_zero3
 from .sampling import EpochOrder, PromptDrawer, PromptLimit, RolloutRunner
 from .step_row import gather_row
 
@@ -58,7 +58,7 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
     from accelerate import Accelerator
 
     accelerator = Accelerator(mixed_precision=cfg.optim.mixed_precision, log_with=cfg.log.report_to or None,
-                              project_dir=cfg.output_dir)
+                              project_dir=cfg.output_dir, kwargs_handlers=process_group_kwargs())
     rank = accelerator.process_index
     torch.manual_seed(cfg.seed)
     policy, ref_model = _prepare_policy(cfg, model, accelerator)
@@ -122,9 +122,8 @@ def _prepare_policy(cfg: GRPOConfig, model: Any, accelerator: Any) -> tuple[Trai
     optimizer = adamw([p for p in model.parameters() if p.requires_grad], o.learning_rate, o.weight_decay)
     scheduler = lr_schedule(optimizer, o.lr_scheduler, o.warmup_steps, cfg.max_steps * cfg.objective.num_iterations)
     plugin = accelerator.state.deepspeed_plugin   # None unless DeepSpeed
-    if plugin is not None and plugin.is_auto("train_micro_batch_size_per_gpu"):
-        # accelerate reads it off a dataloader; the learner micro-batches itself (no dataloader)
-        plugin.deepspeed_config["train_micro_batch_size_per_gpu"] = o.micro_batch_size
+    if plugin is not None:
+        fit_deepspeed_config(plugin.deepspeed_config, plugin.is_auto, o.micro_batch_size, o.max_grad_norm)
     if not fsdp_on_cpu(accelerator):   # sharded by hand: accelerate would checkpoint it as a plain model
         model, optimizer = accelerator.prepare(model, optimizer)
     model.eval()   # rollouts in eval mode; the learner switches to train mode for the update
@@ -134,6 +133,40 @@ def _prepare_policy(cfg: GRPOConfig, model: Any, accelerator: Any) -> tuple[Trai
     if ref_model is not None:
         ref_model.to(accelerator.device)
     return Trainable(model, optimizer, scheduler), ref_model
+
+
+def process_group_kwargs() -> list:
+    """DeepSpeed on CPU processes (no accelerator device): accelerate 1.15 finds no backend
+    there and would count every process as rank 0 of 1; gloo, named, gives it the real world."""
+    from accelerate.utils import InitProcessGroupKwargs
+
+    deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    return [InitProcessGroupKwargs(backend="gloo")] if deepspeed and not torch.cuda.is_available() else []
+
+
+def fit_deepspeed_config(ds: dict, is_auto: Callable[[str], bool], micro_batch_size: int,
+                         max_grad_norm: float) -> None:
+    """The DeepSpeed config, made to agree with the learner, which accumulates micro-batches
+    itself (the engine must not divide the loss again) and has no dataloader for accelerate
+    to read the micro-batch size off; the engine clips, at ``optim.max_grad_norm``; ZeRO-3
+    gathers full weights for the saved model."""
+    if is_auto("train_micro_batch_size_per_gpu"):
+        ds["train_micro_batch_size_per_gpu"] = micro_batch_size
+    if is_auto("gradient_clipping"):
+        ds["gradient_clipping"] = max_grad_norm
+    accumulation = ds.get("gradient_accumulation_steps", 1)
+    if accumulation not in (1, "auto"):
+        raise ValueError(f"DeepSpeed config: gradient_accumulation_steps is {accumulation}; set it to 1 "
+                         "(proctor accumulates micro-batches itself: optim.micro_batch_size)")
+    zero = ds.get("zero_optimization", {})
+    if zero.get("stage") == 3:
+        # save_model writes full weights (loadable with from_pretrained) whatever accelerate's
+        # zero3_save_16bit_model says (its default, false, would leave the saved model empty)
+        zero["stage3_gather_16bit_weights_on_model_save"] = True
+    clipping = ds.get("gradient_clipping")
+    if clipping not in (None, "auto") and float(clipping) != float(max_grad_norm):
+        raise ValueError(f"DeepSpeed config: gradient_clipping is {clipping} but optim.max_grad_norm is "
+                         f"{max_grad_norm}; DeepSpeed does the clipping, so make them equal")
 
 
 def fsdp_on_cpu(accelerator: Any) -> bool:
@@ -266,7 +299,11 @@ def _evaluate(trainer: LoopTrainer, log: MetricsLog) -> dict[str, float]:
 def save_model(parts: RunParts, tokenizer: Any, path: Path) -> None:
     """The trained weights as safetensors with the tokenizer: loadable with from_pretrained."""
     parts.accelerator.wait_for_everyone()
-    state = full_state_dict(parts.policy.model) if fsdp_on_cpu(parts.accelerator) else None
+    state = None
+    if fsdp_on_cpu(parts.accelerator):
+        state = full_state_dict(parts.policy.model)
+    elif is_zero3():   # the engine's full weights, gathered on rank 0 (every process joins)
+        state = parts.accelerator.get_state_dict(parts.policy.model)
     if parts.accelerator.is_main_process:
         parts.accelerator.unwrap_model(parts.policy.model).save_pretrained(path, state_dict=state,
                                                                           safe_serialization=True)

@@ -54,7 +54,7 @@ def full_parameters(learner: Any) -> Iterator[Any]:
 
         with FullyShardedDataParallel.summon_full_params(learner, writeback=False):
             yield learner.module
-    elif is_zero3():   # not run in this project's tests: DeepSpeed does not run on its CPUs
+    elif is_zero3():
         import deepspeed
 
         model = unwrap(learner)
