@@ -123,3 +123,17 @@ def test_bf16_reference_goes_through_the_policys_precision_path(tiny, tmp_path):
     trainer = trainer_for(tiny, tmp_path, DigitShare(), mixed_precision="bf16", beta=0.04)
     row = trainer.step(1)
     assert row["kl"] == 0.0          # same weights, same autocast: exactly zero at step 1
+
+
+def test_deepspeed_config_is_fitted_to_the_learner_or_refused():
+    from proctor.trainer.run import fit_deepspeed_config
+
+    ds = {"train_micro_batch_size_per_gpu": "auto", "gradient_clipping": "auto", "gradient_accumulation_steps": 1,
+          "zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": False}}
+    fit_deepspeed_config(ds, lambda key: ds.get(key) == "auto", micro_batch_size=4, max_grad_norm=0.5)
+    assert ds["train_micro_batch_size_per_gpu"] == 4 and ds["gradient_clipping"] == 0.5
+    assert ds["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"] is True
+    with pytest.raises(ValueError, match="gradient_accumulation_steps is 4; set it to 1"):
+        fit_deepspeed_config({"gradient_accumulation_steps": 4}, lambda key: False, 4, 1.0)
+    with pytest.raises(ValueError, match="gradient_clipping is 2.0 but optim.max_grad_norm is 1.0"):
+        fit_deepspeed_config({"gradient_clipping": 2.0}, lambda key: False, 4, 1.0)
