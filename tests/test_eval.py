@@ -15,7 +15,7 @@ from proctor.trainer.build import build_eval_suite, build_suite, build_trainer  
 from proctor.trainer.config import GRPOConfig  # noqa: E402
 from proctor.trainer.evaluation import EvalSettings, eval_items, evaluate, is_due, pass_at_k  # noqa: E402
 from proctor.trainer.metrics import read_metrics, reward_figure  # noqa: E402
-from proctor.trainer.rollout import Rollout  # noqa: E402
+from proctor.trainer.rollout import Rollout, SamplingParams  # noqa: E402
 
 ARITH = {"id": "proctor/Arithmetic-v0",
          "kwargs": {"level": 1, "n": 400, "numbers": [0, 20], "prompt_template": "What is {expr}?"}}
@@ -68,7 +68,7 @@ class Scripted:
     def __init__(self, greedy: list[str], samples: list[list[str]]) -> None:
         self.greedy_texts, self.samples = greedy, samples
 
-    def greedy(self, prompts, max_new_tokens):
+    def greedy(self, prompts, max_new_tokens, *, stop=(), repetition_penalty=1.0):
         assert len(prompts) == len(self.greedy_texts)
         return list(self.greedy_texts)
 
@@ -86,7 +86,8 @@ def test_evaluate_counts_greedy_and_pass_at_k_per_env_and_overall():
     assert [(i.env, i.task.id) for i in items] == [("a", "q0"), ("a", "q1"), ("b", "q2")]
     # greedy: q0 right, q1 wrong, q2 right; samples: q0 1 of 4 right, q1 none, q2 all
     gen = Scripted(["1", "7", "3"], [["1", "0", "0", "0"], ["0"] * 4, ["3"] * 4])
-    out = evaluate(gen, lambda item: [1, 2, 3], suite, items, EvalSettings(k=(1, 2, 4), max_new_tokens=4))
+    settings = EvalSettings(k=(1, 2, 4), sampling=SamplingParams(n=1, max_new_tokens=4))
+    out = evaluate(gen, lambda item: [1, 2, 3], suite, items, settings)
     assert out["eval_greedy_pass_rate"] == pytest.approx(2 / 3)
     assert out["eval_a_greedy_pass_rate"] == pytest.approx(0.5) and out["eval_b_greedy_pass_rate"] == 1.0
     assert out["eval_pass@1"] == pytest.approx((0.25 + 0 + 1) / 3)
@@ -94,6 +95,69 @@ def test_evaluate_counts_greedy_and_pass_at_k_per_env_and_overall():
     assert out["eval_pass@4"] == pytest.approx((1 + 0 + 1) / 3)
     assert out["eval_a_pass@2"] == pytest.approx(0.25) and out["eval_b_pass@4"] == 1.0
     assert out["eval_prompts"] == 3 and out["eval_infra"] == 0
+
+
+class Recording(Scripted):
+    """Scripted, recording what each call was given."""
+
+    def __init__(self, n: int, k: int) -> None:
+        super().__init__(["1"] * n, [["1"] * k] * n)
+        self.calls: list[tuple] = []
+
+    def greedy(self, prompts, max_new_tokens, *, stop=(), repetition_penalty=1.0):
+        self.calls.append(("greedy", [list(p) for p in prompts], max_new_tokens, stop, repetition_penalty))
+        return super().greedy(prompts, max_new_tokens)
+
+    def generate(self, prompts, params):
+        self.calls.append(("sample", [list(p) for p in prompts], params))
+        return super().generate(prompts, params)
+
+
+def test_evaluate_decodes_with_the_runs_generation_settings():
+    tasks = [Task(id=f"q{i}", prompt=f"What is {i}?", answer="1") for i in range(2)]
+    suite = EnvSuite({"a": VerifiableEnv(ListSource(tasks), Exact())})
+    run = SamplingParams(n=8, temperature=0.7, top_p=0.9, top_k=5, min_p=0.05, repetition_penalty=1.3,
+                         max_new_tokens=6, stop=("\n\n",))
+    gen = Recording(n=2, k=2)
+    evaluate(gen, lambda item: [1, 2, 3], suite, eval_items(suite), EvalSettings(k=(2,), sampling=run))
+    (_, _, tokens, stop, penalty), (_, _, sampled) = gen.calls
+    assert (tokens, stop, penalty) == (6, ("\n\n",), 1.3)   # what can change an argmax answer
+    assert sampled == SamplingParams(n=2, temperature=0.7, top_p=0.9, top_k=5, min_p=0.05, repetition_penalty=1.3,
+                                     max_new_tokens=6, stop=("\n\n",))
+
+
+@pytest.mark.parametrize("overflow", ["truncate_left", "drop"])
+def test_evaluate_applies_max_prompt_length_as_training_does(overflow):
+    tasks = [Task(id=f"q{i}", prompt=f"What is {i}?", answer="1") for i in range(3)]
+    suite = EnvSuite({"a": VerifiableEnv(ListSource(tasks), Exact())})
+    lengths = {"q0": 2, "q1": 5, "q2": 3}   # q1 is over the limit of 3
+    gen = Recording(n=3 if overflow == "truncate_left" else 2, k=1)
+    settings = EvalSettings(max_prompt_length=3, prompt_overflow=overflow)
+    out = evaluate(gen, lambda item: list(range(lengths[item.task.id])), suite, eval_items(suite), settings)
+    prompts = gen.calls[0][1]
+    if overflow == "truncate_left":
+        assert prompts == [[0, 1], [2, 3, 4], [0, 1, 2]] and out["eval_prompts_truncated"] == 1
+        assert out["eval_prompts"] == 3
+    else:
+        assert prompts == [[0, 1], [0, 1, 2]] and out["eval_prompts_dropped"] == 1 and out["eval_prompts"] == 2
+
+
+def test_greedy_stops_at_a_stop_string_on_the_transformers_backend():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from proctor.tiny_model import tiny_model_path
+    from proctor.trainer.rollout.hf import TransformersGenerator
+
+    path = tiny_model_path(pretrain_steps=0)
+    gen = TransformersGenerator(AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path))
+    prompts = [[5, 6, 7], [8, 9]]
+    free = gen.greedy(prompts, 12)
+    stop = free[0][2:4]   # a string the free answer holds after its start
+    assert stop and stop not in free[0][:2]
+    cut = gen.greedy(prompts, 12, stop=(stop,))
+    # ends with the token that completes the stop string (its text may run past it)
+    assert stop in cut[0] and free[0].startswith(cut[0]) and len(cut[0]) < len(free[0])
+    assert gen.greedy(prompts, 12, repetition_penalty=1.0) == free
 
 
 # ---------------------------------------------------------------- held-out questions

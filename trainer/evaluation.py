@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Literal, Optional, Sequence
 
 from proctor.envs import EnvSuite, SuiteItem, Verdict
 
@@ -34,14 +34,19 @@ TokenizeFn = Callable[[SuiteItem], list[int]]
 
 @dataclass(frozen=True)
 class EvalSettings:
-    """What one evaluation measures: greedy pass@1 and/or sampled pass@k for each k."""
+    """What one evaluation measures: greedy pass@1 and/or sampled pass@k for each k.
+
+    ``sampling`` is the run's: pass@k samples with it (``n`` = max k); greedy decoding keeps
+    its ``max_new_tokens``, stop strings and repetition penalty (top_p/top_k/min_p never
+    exclude the most likely token, so they do not change a greedy answer). Prompts longer
+    than ``max_prompt_length`` are cut from the left, or left out with ``prompt_overflow:
+    drop`` (counted: ``eval_prompts_truncated`` / ``eval_prompts_dropped``), as in training."""
 
     greedy: bool = True
     k: tuple[int, ...] = ()
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_new_tokens: int = 8
+    sampling: SamplingParams = SamplingParams(n=1, max_new_tokens=8)
+    max_prompt_length: Optional[int] = None
+    prompt_overflow: Literal["truncate_left", "drop"] = "truncate_left"
 
     def __post_init__(self) -> None:
         if not self.greedy and not self.k:
@@ -50,11 +55,10 @@ class EvalSettings:
             raise ValueError(f"EvalSettings.k: every k must be >= 1 (got {list(self.k)})")
 
     @classmethod
-    def from_config(cls, cfg: GRPOConfig) -> "EvalSettings":
-        """Sampled pass@k uses the rollout's sampler settings; both use its max_new_tokens."""
-        r = cfg.rollout
-        return cls(greedy=cfg.eval.greedy, k=tuple(sorted(set(cfg.eval.k))), temperature=r.temperature,
-                   top_p=r.top_p, top_k=r.top_k, max_new_tokens=r.max_new_tokens)
+    def from_config(cls, cfg: GRPOConfig, sampling: SamplingParams) -> "EvalSettings":
+        """The eval section's k and greedy, with the run's sampling params and prompt limit."""
+        return cls(greedy=cfg.eval.greedy, k=tuple(sorted(set(cfg.eval.k))), sampling=sampling,
+                   max_prompt_length=cfg.data.max_prompt_length, prompt_overflow=cfg.data.prompt_overflow)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -84,18 +88,16 @@ def evaluate(generator: Generator, tokenize: TokenizeFn, suite: EnvSuite, items:
     if not items:
         raise ValueError("evaluate: no eval items; the eval suite's envs hold no tasks")
     t0 = time.perf_counter()
-    prompts = [tokenize(item) for item in items]
-    out: dict[str, float] = {"eval_prompts": float(len(items))}
+    items, prompts, out = _limited_prompts(items, [tokenize(item) for item in items], settings)
     infra = 0
+    s = settings.sampling
     if settings.greedy:
-        texts = generator.greedy(prompts, settings.max_new_tokens)
+        texts = generator.greedy(prompts, s.max_new_tokens, stop=s.stop, repetition_penalty=s.repetition_penalty)
         verdicts = suite.score_batch(items, texts)
         infra += sum(not v.scored for v in verdicts)
         out.update(_greedy_values(items, verdicts))
     if settings.k:
-        params = SamplingParams(n=max(settings.k), temperature=settings.temperature, top_p=settings.top_p,
-                                top_k=settings.top_k, max_new_tokens=settings.max_new_tokens)
-        groups = generator.generate(prompts, params)
+        groups = generator.generate(prompts, replace(s, n=max(settings.k)))
         flat_items = [item for item, group in zip(items, groups) for _ in group]
         verdicts = suite.score_batch(flat_items, [r.text for group in groups for r in group])
         infra += sum(not v.scored for v in verdicts)
@@ -103,6 +105,26 @@ def evaluate(generator: Generator, tokenize: TokenizeFn, suite: EnvSuite, items:
     out["eval_infra"] = float(infra)
     out["eval_time_s"] = time.perf_counter() - t0
     return out
+
+
+def _limited_prompts(items: Sequence[SuiteItem], prompts: list[list[int]], settings: EvalSettings
+                     ) -> tuple[Sequence[SuiteItem], list[list[int]], dict[str, float]]:
+    """The items and prompts within ``max_prompt_length`` (cut or left out), and their counts."""
+    limit, truncated = settings.max_prompt_length, 0
+    if limit is not None and settings.prompt_overflow == "drop":
+        kept = [(item, ids) for item, ids in zip(items, prompts) if len(ids) <= limit]
+        if not kept:
+            raise ValueError(f"evaluate: every eval prompt is longer than data.max_prompt_length ({limit} tokens); "
+                             "raise it or set data.prompt_overflow: truncate_left")
+        counts = {"eval_prompts_dropped": float(len(items) - len(kept))}
+        items, prompts = [item for item, _ in kept], [ids for _, ids in kept]
+    elif limit is not None:
+        truncated = sum(len(ids) > limit for ids in prompts)
+        prompts = [ids[-limit:] for ids in prompts]
+        counts = {"eval_prompts_truncated": float(truncated)}
+    else:
+        counts = {}
+    return items, prompts, {"eval_prompts": float(len(items)), **counts}
 
 
 def _greedy_values(items: Sequence[SuiteItem], verdicts: Sequence[Verdict]) -> dict[str, float]:

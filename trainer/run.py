@@ -88,11 +88,11 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
     log = MetricsLog(run_dir, trackers=accelerator if (cfg.log.report_to and accelerator.is_main_process) else None,
                      keep_rows=earlier)
     return RunParts(accelerator, policy, ref_model, generator, stop, sampling, drawer, runner, log, run_dir,
-                    _evaluator(cfg, eval_suite, generator, tokenizer))
+                    _evaluator(cfg, eval_suite, generator, tokenizer, sampling))
 
 
-def _evaluator(cfg: GRPOConfig, eval_suite: Optional[EnvSuite], generator: Generator,
-               tokenizer: Any) -> Optional[Callable[[], dict[str, float]]]:
+def _evaluator(cfg: GRPOConfig, eval_suite: Optional[EnvSuite], generator: Generator, tokenizer: Any,
+               sampling: SamplingParams) -> Optional[Callable[[], dict[str, float]]]:
     if cfg.eval.every == 0:
         return None
     if eval_suite is None:
@@ -100,7 +100,7 @@ def _evaluator(cfg: GRPOConfig, eval_suite: Optional[EnvSuite], generator: Gener
                          "proctor.trainer.build.build_trainer(cfg), or pass eval_suite=build_eval_suite(cfg)")
     prompt_ids = functools.partial(tokenize, eval_suite, tokenizer, chat_template_kwargs=cfg.data.chat_template_kwargs)
     return functools.partial(evaluate, generator, prompt_ids, eval_suite, eval_items(eval_suite),
-                             EvalSettings.from_config(cfg))
+                             EvalSettings.from_config(cfg, sampling))
 
 
 def _prepare_policy(cfg: GRPOConfig, model: Any, accelerator: Any) -> tuple[Trainable, Optional[torch.nn.Module]]:

@@ -181,8 +181,10 @@ class Generator(Protocol):
         """``params.n`` rollouts for each tokenized prompt, grouped by prompt, in prompt order."""
         ...
 
-    def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int) -> list[str]:
-        """One greedy completion per prompt, as text (evaluation)."""
+    def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int, *, stop: tuple[str, ...] = (),
+               repetition_penalty: float = 1.0) -> list[str]:
+        """One greedy completion per prompt, as text (evaluation), ended by the stop tokens or
+        ``stop`` strings (cut there, as sampled completions are), under ``repetition_penalty``."""
         ...
 
     def sync_weights(self, force: bool = False) -> bool:

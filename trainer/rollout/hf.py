@@ -8,6 +8,7 @@ layer in its forward; every process then generates in lockstep (``synced_gpus``)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import torch
@@ -15,6 +16,14 @@ import torch.distributed as dist
 
 from .base import Rollout, SamplingParams, Snapshot, SyncInfo, cut_at_stop, stop_token_ids
 from .weights import is_sharded
+
+
+@dataclass(frozen=True)
+class _Greedy:
+    """Greedy decoding's settings: what of SamplingParams can change an argmax answer."""
+
+    stop: tuple[str, ...] = ()
+    repetition_penalty: float = 1.0
 
 
 class TransformersGenerator:
@@ -62,14 +71,16 @@ class TransformersGenerator:
         """No threads or connections."""
 
     @torch.no_grad()
-    def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int) -> list[str]:
+    def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int, *, stop: tuple[str, ...] = (),
+               repetition_penalty: float = 1.0) -> list[str]:
+        greedy = _Greedy(stop, repetition_penalty)
         texts: list[str] = []
         was_training = self.model.training
         self.model.eval()
         try:
             for start in range(0, len(prompts), self.batch_size):
                 chunk = [list(p) for p in prompts[start:start + self.batch_size]]
-                out = self._generate_chunk(chunk, None, max_new_tokens)
+                out = self._generate_chunk(chunk, greedy, max_new_tokens)
                 texts += [r.text for r in out]
         finally:
             self.model.train(was_training)
@@ -90,9 +101,9 @@ class TransformersGenerator:
             self.model.train(was_training)
         return [rollouts[i * params.n:(i + 1) * params.n] for i in range(len(prompts))]
 
-    def _generate_chunk(self, prompts: list[list[int]], params: Optional[SamplingParams],
+    def _generate_chunk(self, prompts: list[list[int]], params: "SamplingParams | _Greedy",
                         max_new_tokens: int) -> list[Rollout]:
-        """Sampled with ``params``, or greedy when None."""
+        """Sampled with ``params``, or greedy."""
         device = next(self.model.parameters()).device
         pad = self.tokenizer.pad_token_id
         width = max(len(p) for p in prompts)
@@ -101,21 +112,22 @@ class TransformersGenerator:
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
         sampling = (dict(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or None,
                          min_p=params.min_p or None, repetition_penalty=params.repetition_penalty)
-                    if params is not None else dict(do_sample=False, temperature=None, top_p=None, top_k=None))
-        if params is not None and params.stop:   # generation ends early there; the cut is made below
+                    if isinstance(params, SamplingParams) else
+                    dict(do_sample=False, temperature=None, top_p=None, top_k=None,
+                         repetition_penalty=params.repetition_penalty))
+        if params.stop:   # generation ends early there; the cut is made below
             sampling.update(stop_strings=list(params.stop), tokenizer=self.tokenizer)
         out = self.model.generate(
             input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens, pad_token_id=pad,
             eos_token_id=sorted(self.stop_ids), return_dict_in_generate=True, output_logits=True,
             synced_gpus=self.synced, **sampling)
-        temperature = params.temperature if params is not None else 1.0
+        temperature = params.temperature if isinstance(params, SamplingParams) else 1.0
         new = out.sequences[:, width:]
         # Raw logits / temperature: the distribution the learner's log-probs use too (``output_logits``
         # are before the repetition penalty and the top_k/top_p/min_p warpers).
         logits = torch.stack(out.logits, dim=1)[:, :new.shape[1]].float() / temperature
         logp = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
-        stop = params.stop if params is not None else ()
-        return [self._rollout(prompt, new[row].tolist(), logp[row], stop) for row, prompt in enumerate(prompts)]
+        return [self._rollout(prompt, new[row].tolist(), logp[row], params.stop) for row, prompt in enumerate(prompts)]
 
     def _rollout(self, prompt: list[int], ids: list[int], logp: torch.Tensor, stop: Sequence[str]) -> Rollout:
         """The completion up to its first stop token or stop string (finish "stop"), else all of it."""

@@ -104,8 +104,10 @@ class VLLMColocatedGenerator:
                          finish_reason="stop" if s.finish_reason == "stop" else "length", weight_version=version)
                  for s in group] for prompt, group in zip(prompts, groups)]
 
-    def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int) -> list[str]:
-        groups = self.engine.generate(prompts, temperature=0.0, max_new_tokens=max_new_tokens, stop_ids=self.stop_ids)
+    def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int, *, stop: tuple[str, ...] = (),
+               repetition_penalty: float = 1.0) -> list[str]:
+        groups = self.engine.generate(prompts, temperature=0.0, max_new_tokens=max_new_tokens, stop_ids=self.stop_ids,
+                                      repetition_penalty=repetition_penalty, stop=stop)
         return [self.tokenizer.decode(g[0].completion_ids, skip_special_tokens=True) for g in groups]
 
     # ------------------------------------------------------------------ memory (GPU sleep mode)

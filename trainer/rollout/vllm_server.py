@@ -120,8 +120,10 @@ class VLLMServerGenerator:
                          finish_reason="stop" if s["finish_reason"] == "stop" else "length", weight_version=version)
                  for s in group] for prompt, (version, group) in zip(prompts, out)]
 
-    def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int) -> list[str]:
-        out = self._request(prompts, n=1, temperature=0.0, max_new_tokens=max_new_tokens)
+    def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int, *, stop: tuple[str, ...] = (),
+               repetition_penalty: float = 1.0) -> list[str]:
+        out = self._request(prompts, n=1, temperature=0.0, max_new_tokens=max_new_tokens,
+                            repetition_penalty=repetition_penalty, stop=list(stop))
         return [self.tokenizer.decode(g[0]["completion_ids"], skip_special_tokens=True) for _, g in out]
 
     # ------------------------------------------------------------------ memory (the servers' own GPUs)
