@@ -74,14 +74,6 @@ class GRPOTrainer:
                                             p.generator, config.rollout.max_staleness, config.rollout.vllm.sync_every,
                                             policy_step=self.start_step, pending=pending)
 
-    @property
-    def nonfinite_streak(self) -> int:
-        return self.learner.nonfinite_streak
-
-    @property
-    def infra_streak(self) -> int:
-        return self.infra.streak
-
     # ================================================================== one step
     def step(self, step: int) -> dict[str, Any]:
         watch, t_step = Stopwatch(), time.perf_counter()

@@ -120,14 +120,6 @@ class PPOTrainer:
             self.load_state_dict(state)
             p.log.truncate_after(self.start_step)
 
-    @property
-    def nonfinite_streak(self) -> int:
-        return self.learner.nonfinite_streak
-
-    @property
-    def infra_streak(self) -> int:
-        return self.infra.streak
-
     def step(self, step: int) -> dict[str, Any]:
         watch, t_step = Stopwatch(), time.perf_counter()
         # 1. rollouts: B prompts, n completions each, scored

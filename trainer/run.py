@@ -24,14 +24,14 @@ from proctor.envs import EnvSuite, SuiteItem
 from . import checkpoint
 from .config import GRPOConfig, flat_view
 from .evaluation import EvalSettings, describe, eval_items, evaluate, is_due
-from .learner import Trainable, disable_dropout
+from .learner import Learner, Trainable, disable_dropout
 from .metrics import MetricsLog, plot_run, read_metrics
 from .multiturn import continue_turns
 from .passrate import PassRateMemory
 from .rollout import Generator, SamplingParams
 from .rollout.factory import make_generator, run_sampling
 from .rollout.weights import is_peft, is_zero3
-from .sampling import EpochOrder, PromptDrawer, PromptLimit, RolloutRunner
+from .sampling import EpochOrder, InfraGuard, PromptDrawer, PromptLimit, RolloutRunner
 from .step_row import gather_row
 
 
@@ -235,11 +235,8 @@ class LoopTrainer(Protocol):
 
     def evaluate(self) -> dict[str, float]: ...
 
-    @property
-    def nonfinite_streak(self) -> int: ...
-
-    @property
-    def infra_streak(self) -> int: ...
+    learner: Learner        # its nonfinite_streak stops the run
+    infra: InfraGuard       # its streak of steps the verifiers could not judge stops the run
 
 
 def train_loop(trainer: LoopTrainer, parts: RunParts, cfg: GRPOConfig, start_step: int, title: str
@@ -255,16 +252,16 @@ def train_loop(trainer: LoopTrainer, parts: RunParts, cfg: GRPOConfig, start_ste
             log.log({"step": 0, **_evaluate(trainer, log)})   # the weights before any update
         for step in range(start_step + 1, cfg.max_steps + 1):
             row = gather_row(parts.accelerator, trainer.step(step))
-            if trainer.nonfinite_streak >= cfg.optim.max_nonfinite_steps:
+            if trainer.learner.nonfinite_streak >= cfg.optim.max_nonfinite_steps:
                 path = trainer.save_checkpoint(step)
                 raise RuntimeError(
-                    f"{trainer.nonfinite_streak} steps in a row had a non-finite loss or gradient; stopped at step "
+                    f"{trainer.learner.nonfinite_streak} steps in a row had a non-finite loss or gradient; stopped at step "
                     f"{step} with a checkpoint in {path}. Lower optim.learning_rate, check the rewards for NaN, or "
                     "try optim.mixed_precision: no; resume with checkpoint.resume_from.")
-            if trainer.infra_streak >= cfg.optim.max_infra_steps:
+            if trainer.infra.streak >= cfg.optim.max_infra_steps:
                 path = trainer.save_checkpoint(step)
                 raise RuntimeError(
-                    f"{trainer.infra_streak} steps in a row had more than {cfg.optim.max_infra_frac:.0%} of their "
+                    f"{trainer.infra.streak} steps in a row had more than {cfg.optim.max_infra_frac:.0%} of their "
                     f"completions not judged (infra_error); stopped at step {step} with a checkpoint in {path}. "
                     "Check the sandbox hosts (`proctor doctor`) or the scorer named in the warnings above, then "
                     "resume with checkpoint.resume_from.")
