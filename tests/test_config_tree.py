@@ -74,3 +74,13 @@ def test_from_flat_is_the_script_shorthand_without_notes():
         warnings.simplefilter("error")
         cfg = GRPOConfig.from_flat(group_size=4, beta=0.04, rollout_backend="vllm")
     assert cfg.rollout.group_size == 4 and cfg.objective.beta == 0.04 and cfg.rollout.backend == "vllm"
+
+
+def test_validating_a_config_does_not_load_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from proctor.trainer.config import GRPOConfig; "
+            "GRPOConfig.from_flat(model='m', top_p=0.9, generation_kwargs={'min_p': 0.1}); "
+            "assert 'torch' not in sys.modules, 'torch was imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)

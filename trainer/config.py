@@ -23,6 +23,8 @@ from typing import Any, Literal, Optional
 from pydantic import ConfigDict, ValidationError
 from pydantic.dataclasses import dataclass
 
+from .sampling_params import SamplingParams, logprobs_mode   # torch-free, as this module is
+
 LossType = Literal["grpo", "bnpo", "dr_grpo", "dapo"]
 ScaleRewards = Literal["group", "batch", "none"]
 _STRICT = ConfigDict(extra="forbid")
@@ -331,9 +333,6 @@ def _problems(c: GRPOConfig) -> list[str]:
 
 def _sampling_problems(r: RolloutConfig) -> list[str]:
     """generation_kwargs a backend refuses, and filters whose log-probs vLLM cannot report."""
-    # Imported here: importing the config stays torch-free (validating one loads the rollout package).
-    from .rollout.base import SamplingParams, logprobs_mode
-
     if not r.temperature > 0 or r.group_size < 1 or r.max_new_tokens < 1:
         return []   # reported on their own
     try:
