@@ -138,14 +138,7 @@ def policy_loss(
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(1)  # [B, 1]: one advantage per completion, broadcast over t
 
-    # Importance ratio rho = pi_theta / pi_old, per token or (GSPO) per sequence.
-    log_ratio = logp - old_logp
-    if importance_level == "token":
-        log_importance = log_ratio                                                     # [B, T]
-    elif importance_level == "sequence":
-        log_importance = masked_mean(log_ratio, m, dim=-1).unsqueeze(-1)              # [B, 1]
-    else:
-        raise ValueError(f"unknown importance_level {importance_level!r}: expected 'token' or 'sequence'")
+    log_importance = _log_importance(logp - old_logp, m, importance_level)   # [B, T] or [B, 1]
     ratio = torch.exp(log_importance)
 
     # PPO clip. The clipped term uses the unclamped ratio; delta then caps the unclipped
@@ -166,27 +159,8 @@ def policy_loss(
             per_token_loss = per_token_loss + beta * kl
 
     # [B, 1] for a sequence-level loss without KL: multiplying by the mask broadcasts it to [B, T].
-    masked_loss = per_token_loss * m
-    B = logp.shape[0]
-    if loss_type == "grpo":
-        loss = (masked_loss.sum(-1) / m.sum(-1).clamp(min=1.0)).mean() / M
-    elif loss_type == "bnpo":
-        loss = masked_loss.sum() / m.sum().clamp(min=1.0) / M
-    elif loss_type == "dr_grpo":
-        L = logp.shape[1] if max_completion_length is None else max_completion_length
-        loss = masked_loss.sum() / (B * L) / M
-    elif loss_type == "dapo":
-        if num_items_in_batch is None:
-            normaliser = m.sum().clamp(min=1.0)
-        else:
-            # N counts the whole generation batch (S micro-batches, P ranks): rescale it to the
-            # tokens of one accumulation window on one rank, so that the accumulated and
-            # DDP-averaged gradient is that of the global token mean.
-            n = torch.as_tensor(num_items_in_batch, device=logp.device).to(dtype)
-            normaliser = n.clamp(min=1.0) / num_processes * M / S
-        loss = masked_loss.sum() / normaliser
-    else:
-        raise ValueError(f"unknown loss_type {loss_type!r}: expected 'grpo', 'bnpo', 'dr_grpo' or 'dapo'")
+    loss = _aggregate(per_token_loss * m, m, loss_type, max_completion_length, num_items_in_batch,
+                      num_processes, M, S)
 
     entropy_mean = None
     if entropy is not None:
@@ -197,31 +171,66 @@ def policy_loss(
         entropy_mean = entropy_term.detach()
 
     with torch.no_grad():
-        # Clip metrics: where the clip removed the gradient (rho after the delta cap, as in TRL).
-        low = ((ratio < 1.0 - epsilon_low) & (advantages < 0)).to(dtype)
-        high = ((ratio > 1.0 + eps_high) & (advantages > 0)).to(dtype)
-        region = torch.maximum(low, high)
-        raw_ratio = torch.exp(log_importance)  # before the delta cap: how far pi_theta has drifted
-        if importance_level == "sequence":
-            if low.shape[1] == 1:
-                # One flag per sequence, averaged over all B sequences (as TRL logs them).
-                low, high, region = low.mean(), high.mean(), region.mean()
-            else:  # per-token advantages make the flags per token again
-                low, high, region = masked_mean(low, m), masked_mean(high, m), masked_mean(region, m)
-            raw_ratio, ratio_valid = raw_ratio.squeeze(1), valid.any(dim=1)
-        else:
+        clip = _clip_metrics(ratio, log_importance, advantages, valid, m, epsilon_low, eps_high, importance_level)
+    return LossOutput(loss=loss, **clip, kl_mean=None if kl is None else masked_mean(kl.detach(), m),
+                      entropy_mean=entropy_mean)
+
+def _log_importance(log_ratio: Tensor, m: Tensor, level: ImportanceLevel) -> Tensor:
+    """log rho = log pi_theta - log pi_old, per token [B, T] or (GSPO) the sequence mean [B, 1]."""
+    if level == "token":
+        return log_ratio
+    if level == "sequence":
+        return masked_mean(log_ratio, m, dim=-1).unsqueeze(-1)
+    raise ValueError(f"unknown importance_level {level!r}: expected 'token' or 'sequence'")
+
+
+def _aggregate(masked_loss: Tensor, m: Tensor, loss_type: LossType, max_completion_length: int | None,
+               num_items_in_batch: float | Tensor | None, num_processes: int, M: int, S: int) -> Tensor:
+    """The micro-batch loss from the masked per-token losses [B, T], by ``loss_type`` (module docstring)."""
+    B, T = m.shape
+    if loss_type == "grpo":
+        return (masked_loss.sum(-1) / m.sum(-1).clamp(min=1.0)).mean() / M
+    if loss_type == "bnpo":
+        return masked_loss.sum() / m.sum().clamp(min=1.0) / M
+    if loss_type == "dr_grpo":
+        L = T if max_completion_length is None else max_completion_length
+        return masked_loss.sum() / (B * L) / M
+    if loss_type == "dapo":
+        if num_items_in_batch is None:
+            return masked_loss.sum() / m.sum().clamp(min=1.0)
+        # N counts the whole generation batch (S micro-batches, P ranks): rescale it to the
+        # tokens of one accumulation window on one rank, so that the accumulated and
+        # DDP-averaged gradient is that of the global token mean.
+        n = torch.as_tensor(num_items_in_batch, device=m.device).to(m.dtype)
+        return masked_loss.sum() / (n.clamp(min=1.0) / num_processes * M / S)
+    raise ValueError(f"unknown loss_type {loss_type!r}: expected 'grpo', 'bnpo', 'dr_grpo' or 'dapo'")
+
+
+def _clip_metrics(ratio: Tensor, log_importance: Tensor, advantages: Tensor, valid: Tensor, m: Tensor,
+                  epsilon_low: float, eps_high: float, level: ImportanceLevel) -> dict[str, Tensor]:
+    """Where the clip removed the gradient (rho after the delta cap, as in TRL), and the raw
+    ratio's mean/min/max (before the cap: how far pi_theta has drifted); no host sync."""
+    low = ((ratio < 1.0 - epsilon_low) & (advantages < 0)).to(m.dtype)
+    high = ((ratio > 1.0 + eps_high) & (advantages > 0)).to(m.dtype)
+    region = torch.maximum(low, high)
+    raw_ratio = torch.exp(log_importance)  # before the delta cap: how far pi_theta has drifted
+    if level == "sequence":
+        if low.shape[1] == 1:
+            # One flag per sequence, averaged over all B sequences (as TRL logs them).
+            low, high, region = low.mean(), high.mean(), region.mean()
+        else:  # per-token advantages make the flags per token again
             low, high, region = masked_mean(low, m), masked_mean(high, m), masked_mean(region, m)
-            ratio_valid = valid
-        nan = raw_ratio.new_tensor(torch.nan)
-        any_valid = ratio_valid.any()  # a tensor, not a bool: no host sync
-        return LossOutput(
-            loss=loss,
-            clip_low_frac=low,
-            clip_high_frac=high,
-            clip_region_frac=region,
-            ratio_mean=torch.where(any_valid, masked_mean(raw_ratio, ratio_valid), nan),
-            ratio_min=torch.where(any_valid, torch.where(ratio_valid, raw_ratio, torch.inf).amin(), nan),
-            ratio_max=torch.where(any_valid, torch.where(ratio_valid, raw_ratio, -torch.inf).amax(), nan),
-            kl_mean=None if kl is None else masked_mean(kl, m),
-            entropy_mean=entropy_mean,
-        )
+        raw_ratio, ratio_valid = raw_ratio.squeeze(1), valid.any(dim=1)
+    else:
+        low, high, region = masked_mean(low, m), masked_mean(high, m), masked_mean(region, m)
+        ratio_valid = valid
+    nan = raw_ratio.new_tensor(torch.nan)
+    any_valid = ratio_valid.any()  # a tensor, not a bool: no host sync
+    return dict(
+        clip_low_frac=low,
+        clip_high_frac=high,
+        clip_region_frac=region,
+        ratio_mean=torch.where(any_valid, masked_mean(raw_ratio, ratio_valid), nan),
+        ratio_min=torch.where(any_valid, torch.where(ratio_valid, raw_ratio, torch.inf).amin(), nan),
+        ratio_max=torch.where(any_valid, torch.where(ratio_valid, raw_ratio, -torch.inf).amax(), nan),
+    )
