@@ -35,119 +35,128 @@ class CheckReport:
 def check_env(env: gym.Env, *, seeds: tuple[int, ...] = (0, 1, 2), rollouts: int = 3) -> CheckReport:
     """Run the contract checks; never raises for what the env does wrong."""
     report = CheckReport(passed=[], problems=[])
-
-    def run(name: str, fn: Callable[[], Optional[str]], fix: str = "") -> None:
+    for name, check, fix, applies in _CHECKS:
+        if not applies(env):
+            continue
         try:
-            problem = fn()
+            problem = check(env, seeds, rollouts)
         except Exception as exc:  # noqa: BLE001 - every failure becomes a readable problem
             tb = traceback.format_exc(limit=3).strip().splitlines()[-1]
-            report.problems.append(Problem(name, f"raised {type(exc).__name__}: {exc} ({tb})", fix))
-            return
+            problem = f"raised {type(exc).__name__}: {exc} ({tb})"
         if problem:
             report.problems.append(Problem(name, problem, fix))
+            if name == "api":   # nothing else can run on what is not an env
+                return report
         else:
             report.passed.append(name)
-
-    def api() -> Optional[str]:
-        if not isinstance(env, gym.Env):
-            return f"{type(env).__name__} is not a gymnasium.Env"
-        for attr in ("observation_space", "action_space"):
-            if getattr(env, attr, None) is None:
-                return f"{attr} is not set"
-        return None
-
-    run("api", api, "subclass proctor.envs.VerifiableEnv (or gymnasium.Env) and set both spaces")
-    if report.problems:
-        return report
-
-    def reset_contract() -> Optional[str]:
-        out = env.reset(seed=seeds[0])
-        if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict)):
-            return f"reset() must return (observation, info: dict), got {type(out).__name__}"
-        if not env.observation_space.contains(out[0]):
-            return f"reset()'s observation {str(out[0])[:80]!r} is not in {env.observation_space}"
-        return None
-
-    run("reset returns (observation, info)", reset_contract, "return the prompt and a dict from reset()")
-
-    def determinism() -> Optional[str]:
-        for seed in seeds:
-            a, _ = env.reset(seed=seed)
-            b, _ = env.reset(seed=seed)
-            if a != b:
-                return f"reset(seed={seed}) gave two different observations"
-        observations = [str(env.reset(seed=s)[0]) for s in seeds]
-        size = len(getattr(env, "source", ())) if hasattr(env, "source") else 2
-        if size > 1 and len(set(observations)) == 1 and len(seeds) > 1:
-            return f"every seed {seeds} gave the same task: does reset() use self.np_random?"
-        return None
-
-    run("deterministic under seed", determinism, "draw tasks with self.np_random after super().reset(seed=seed)")
-
-    def step_contract() -> Optional[str]:
-        env.reset(seed=seeds[0])
-        out = env.step("I am not sure.")
-        if not (isinstance(out, tuple) and len(out) == 5):
-            return f"step() must return (obs, reward, terminated, truncated, info), got {str(out)[:80]}"
-        obs, reward, terminated, truncated, info = out
-        if not isinstance(terminated, bool) or not isinstance(truncated, bool):
-            return "terminated and truncated must be bool"
-        if not isinstance(info, dict) or not isinstance(info.get("verdict"), Verdict):
-            return "info['verdict'] must hold the Verdict (reward parts, verifier details)"
-        return _reward_problem(reward, info["verdict"])
-
-    run("step returns a reward in [0, 1] and the verdict", step_contract,
-        "return the rubric's reward; infra failures must be Verdict.infra(...), not exceptions")
-
-    def odd_inputs() -> Optional[str]:
-        for text in ODD_COMPLETIONS:
-            env.reset(seed=seeds[0])
-            _, reward, _, _, info = env.step(text)
-            problem = _reward_problem(reward, info.get("verdict"))
-            if problem:
-                return f"completion {text[:20]!r}: {problem}"
-            if info["verdict"].scored and info["verdict"].correct:
-                return f"the junk completion {text[:20]!r} was judged correct: a reward hack"
-        return None
-
-    run("odd completions score 0 without raising", odd_inputs, "a verifier must turn any text into a verdict")
-
-    reference = getattr(env, "reference", None)
-    if callable(reference):
-        def references_pass() -> Optional[str]:
-            for i in range(rollouts):
-                _, info = env.reset(seed=seeds[0] + i)
-                completion = reference(info["task"])
-                if completion is None:
-                    continue
-                _, reward, terminated, _, step_info = env.step(completion)
-                verdict = step_info["verdict"]
-                if not verdict.scored:
-                    return f"task {info['task'].id}: the reference completion was not judged: {verdict.info}"
-                # reward functions may score a right answer below 0 (a length penalty): correct decides
-                if not verdict.correct or (verdict.bounded and reward <= 0):
-                    return (f"task {info['task'].id}: the reference completion {completion[:80]!r} scored "
-                            f"{reward} ({dict(verdict.info)}): the verifier rejects a right answer")
-                if not terminated:
-                    return "a solved single-turn episode must terminate"
-            return None
-
-        run("a right answer scores as correct", references_pass, "check the verifier's extraction and comparison")
-
-    if hasattr(env, "score_batch") and hasattr(env, "sample_tasks"):
-        def batch() -> Optional[str]:
-            tasks = env.sample_tasks(4)
-            verdicts = env.score_batch(tasks, ["no idea"] * len(tasks))
-            if len(verdicts) != len(tasks):
-                return f"score_batch returned {len(verdicts)} verdicts for {len(tasks)} completions"
-            for v in verdicts:
-                problem = _reward_problem(v.reward, v)
-                if problem:
-                    return problem
-            return None
-
-        run("score_batch keeps one verdict per completion", batch, "return verdicts in the order of the completions")
     return report
+
+
+def _api(env: Any, seeds: tuple[int, ...], rollouts: int) -> Optional[str]:
+    if not isinstance(env, gym.Env):
+        return f"{type(env).__name__} is not a gymnasium.Env"
+    for attr in ("observation_space", "action_space"):
+        if getattr(env, attr, None) is None:
+            return f"{attr} is not set"
+    return None
+
+
+def _reset_contract(env: Any, seeds: tuple[int, ...], rollouts: int) -> Optional[str]:
+    out = env.reset(seed=seeds[0])
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict)):
+        return f"reset() must return (observation, info: dict), got {type(out).__name__}"
+    if not env.observation_space.contains(out[0]):
+        return f"reset()'s observation {str(out[0])[:80]!r} is not in {env.observation_space}"
+    return None
+
+
+def _determinism(env: Any, seeds: tuple[int, ...], rollouts: int) -> Optional[str]:
+    for seed in seeds:
+        a, _ = env.reset(seed=seed)
+        b, _ = env.reset(seed=seed)
+        if a != b:
+            return f"reset(seed={seed}) gave two different observations"
+    observations = [str(env.reset(seed=s)[0]) for s in seeds]
+    size = len(getattr(env, "source", ())) if hasattr(env, "source") else 2
+    if size > 1 and len(set(observations)) == 1 and len(seeds) > 1:
+        return f"every seed {seeds} gave the same task: does reset() use self.np_random?"
+    return None
+
+
+def _step_contract(env: Any, seeds: tuple[int, ...], rollouts: int) -> Optional[str]:
+    env.reset(seed=seeds[0])
+    out = env.step("I am not sure.")
+    if not (isinstance(out, tuple) and len(out) == 5):
+        return f"step() must return (obs, reward, terminated, truncated, info), got {str(out)[:80]}"
+    obs, reward, terminated, truncated, info = out
+    if not isinstance(terminated, bool) or not isinstance(truncated, bool):
+        return "terminated and truncated must be bool"
+    if not isinstance(info, dict) or not isinstance(info.get("verdict"), Verdict):
+        return "info['verdict'] must hold the Verdict (reward parts, verifier details)"
+    return _reward_problem(reward, info["verdict"])
+
+
+def _odd_inputs(env: Any, seeds: tuple[int, ...], rollouts: int) -> Optional[str]:
+    for text in ODD_COMPLETIONS:
+        env.reset(seed=seeds[0])
+        _, reward, _, _, info = env.step(text)
+        problem = _reward_problem(reward, info.get("verdict"))
+        if problem:
+            return f"completion {text[:20]!r}: {problem}"
+        if info["verdict"].scored and info["verdict"].correct:
+            return f"the junk completion {text[:20]!r} was judged correct: a reward hack"
+    return None
+
+
+def _references_pass(env: Any, seeds: tuple[int, ...], rollouts: int) -> Optional[str]:
+    for i in range(rollouts):
+        _, info = env.reset(seed=seeds[0] + i)
+        completion = env.reference(info["task"])
+        if completion is None:
+            continue
+        _, reward, terminated, _, step_info = env.step(completion)
+        verdict = step_info["verdict"]
+        if not verdict.scored:
+            return f"task {info['task'].id}: the reference completion was not judged: {verdict.info}"
+        # reward functions may score a right answer below 0 (a length penalty): correct decides
+        if not verdict.correct or (verdict.bounded and reward <= 0):
+            return (f"task {info['task'].id}: the reference completion {completion[:80]!r} scored "
+                    f"{reward} ({dict(verdict.info)}): the verifier rejects a right answer")
+        if not terminated:
+            return "a solved single-turn episode must terminate"
+    return None
+
+
+def _batch(env: Any, seeds: tuple[int, ...], rollouts: int) -> Optional[str]:
+    tasks = env.sample_tasks(4)
+    verdicts = env.score_batch(tasks, ["no idea"] * len(tasks))
+    if len(verdicts) != len(tasks):
+        return f"score_batch returned {len(verdicts)} verdicts for {len(tasks)} completions"
+    for v in verdicts:
+        problem = _reward_problem(v.reward, v)
+        if problem:
+            return problem
+    return None
+
+
+def _always(env: Any) -> bool:
+    return True
+
+
+# (name, check, what to fix, whether it applies): run in order; the first failing "api" ends the run.
+_CHECKS: list[tuple[str, Callable[[Any, tuple[int, ...], int], Optional[str]], str, Callable[[Any], bool]]] = [
+    ("api", _api, "subclass proctor.envs.VerifiableEnv (or gymnasium.Env) and set both spaces", _always),
+    ("reset returns (observation, info)", _reset_contract, "return the prompt and a dict from reset()", _always),
+    ("deterministic under seed", _determinism,
+     "draw tasks with self.np_random after super().reset(seed=seed)", _always),
+    ("step returns a reward in [0, 1] and the verdict", _step_contract,
+     "return the rubric's reward; infra failures must be Verdict.infra(...), not exceptions", _always),
+    ("odd completions score 0 without raising", _odd_inputs, "a verifier must turn any text into a verdict", _always),
+    ("a right answer scores as correct", _references_pass, "check the verifier's extraction and comparison",
+     lambda env: callable(getattr(env, "reference", None))),
+    ("score_batch keeps one verdict per completion", _batch, "return verdicts in the order of the completions",
+     lambda env: hasattr(env, "score_batch") and hasattr(env, "sample_tasks")),
+]
 
 
 def _reward_problem(reward: Any, verdict: Optional[Verdict]) -> Optional[str]:
