@@ -15,7 +15,12 @@ import requests.exceptions
 from .errors import InfraError
 from .protocol import Channel, raw_socket
 
-SANDBOX_UID = "1000:1000"
+# The fork server runs as root with the few capabilities it needs to clean up after a
+# job (kill its processes, empty the places it wrote to) and to become the job's user in
+# each job process (server/confine.py): jobs run as uid 1000 with no capability, and a
+# process may signal only its own uid's processes, so no job can stop or kill the server.
+SERVER_USER = "0:0"
+SERVER_CAPS = ["KILL", "SETUID", "SETGID", "DAC_OVERRIDE", "FOWNER"]
 LABEL = "proctor.sandbox"
 _serial = itertools.count()
 
@@ -45,6 +50,7 @@ class ContainerSpec:
             },
             shm_size=4 << 20,
             cap_drop=["ALL"],
+            cap_add=SERVER_CAPS,
             security_opt=["no-new-privileges"],
             pids_limit=self._host_pids(),
             mem_limit=mem,
@@ -71,8 +77,11 @@ class ContainerSpec:
                   docker.types.Ulimit(name="core", soft=0, hard=0)]
         if self.gvisor:
             # Under runc RLIMIT_NPROC would count every process of uid 1000 on the host
-            # (other containers too); gVisor counts only this sandbox's.
-            limits.append(docker.types.Ulimit(name="nproc", soft=self.pids + 1, hard=self.pids + 1))
+            # (other containers too); gVisor counts only this sandbox's, and of those only
+            # the job's (the server is root, which the limit does not bind). gVisor counts a
+            # process under the uid it was forked with: the job's first process, forked as
+            # root and then made uid 1000, is not counted (measured), hence pids - 1.
+            limits.append(docker.types.Ulimit(name="nproc", soft=self.pids - 1, hard=self.pids - 1))
         return limits
 
 
@@ -99,7 +108,7 @@ class WarmContainer:
             created = api.create_container(
                 self.spec.image,
                 name=name,
-                user=SANDBOX_UID,
+                user=SERVER_USER,
                 stdin_open=True,
                 tty=False,
                 hostname="sandbox",

@@ -2,86 +2,35 @@
 
 Every test of tests/test_sandbox_adversarial.py is collected here a second time, with
 its sandboxes built with ``runtime="runsc"``; the HumanEval tests of test_sandbox.py
-likewise. The suite runs when runsc works on this machine: registered with the
-engine (``PROCTOR_RUNTIME=runsc bash scripts/setup.sh``) and able to start a sandbox.
-Otherwise it skips, naming the reason (the engine's or the kernel's error); with
-``PROCTOR_RUNTIME=runsc`` set, that is a failure instead, since gVisor was asked for.
+likewise. When gVisor cannot run a sandbox here the suite skips naming the reason, or
+fails under ``PROCTOR_RUNTIME=runsc`` (tests/gvisor.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
-from proctor.sandbox import Job, Sandbox, SandboxError
-from proctor.sandbox.engine import check_runtime, connect
+from proctor.sandbox import Job, Sandbox
 
 import test_sandbox_adversarial as adversarial
+from gvisor import VERSION_PROBE, require_gvisor
 from test_sandbox_adversarial import *  # noqa: F401,F403 - the same tests, collected again under runsc
 from test_sandbox import test_humaneval_canonical_solutions_all_pass, test_humaneval_wrong_solutions_fail  # noqa: F401
 
 pytestmark = pytest.mark.docker
 
-RUNTIME = os.environ.get("PROCTOR_GVISOR_RUNTIME", "runsc")
-VERSION_PROBE = "print(open('/proc/version').read().strip())"
-
-
-def _gvisor_problem() -> Optional[str]:
-    """Why a sandbox cannot run under gVisor here, or None when one just did."""
-    try:
-        client = connect()
-        if not check_runtime(client, RUNTIME, client.api.base_url):
-            return f"runtime {RUNTIME!r} is registered with the engine but is not gVisor's runsc"
-        with Sandbox(runtime=RUNTIME, slots=1, spare=0, retries=0, auto_build=True) as sb:
-            r = sb.run(Job("python", VERSION_PROBE))
-    except SandboxError as exc:
-        return str(exc)
-    if r.status != "passed":
-        return f"a sandbox job under {RUNTIME} ended {r.status}: {(r.error or r.stderr)[-800:]}"
-    return None
-
-
-# Known to fail under Debian's runsc (0.0~20221219). It delivers SIGKILL and SIGSTOP from
-# a process inside the sandbox to the sandbox's PID 1, which Linux never does for a
-# namespace's init. The fork server is then killed (stopped) by the job: the verdict is
-# infra_error, never a score, but the attack is not contained. Fixing it needs the
-# server under a uid the jobs do not have. strict: the day runsc contains it, these fail.
-UNCONTAINED_UNDER_RUNSC = {
-    "test_sigkill_from_the_job_does_not_kill_the_server[kill-pid-1]":
-        "runsc delivers a job's kill(1, SIGKILL) to the sandbox's PID 1 (Linux ignores it for init)",
-    "test_signals_to_pid_1_do_not_disturb_the_server[SIGSTOP]":
-        "runsc delivers a job's kill(1, SIGSTOP) to the sandbox's PID 1 (Linux ignores it for init)",
-    # gVisor gives the container no mqueue filesystem (/dev/mqueue): the server can
-    # neither list nor remove a job's POSIX message queues (SysV objects it counts).
-    "test_posix_message_queue_alone_does_not_survive":
-        "runsc mounts no /dev/mqueue: a job's POSIX message queue outlives it in the container",
-}
-
-
-@pytest.fixture(autouse=True)
-def _known_runsc_gaps(request):
-    reason = UNCONTAINED_UNDER_RUNSC.get(request.node.name)
-    if reason is not None:
-        request.node.add_marker(pytest.mark.xfail(reason=reason, strict=True))
-
 
 @pytest.fixture(scope="session")
 def gvisor(docker_ready) -> str:
-    problem = _gvisor_problem()
-    if problem is None:
-        return RUNTIME
-    if os.environ.get("PROCTOR_RUNTIME") == "runsc":
-        pytest.fail(f"PROCTOR_RUNTIME=runsc but gVisor cannot run a sandbox here: {problem}")
-    pytest.skip(f"gVisor (runsc) cannot run a sandbox on this machine: {problem}")
+    return require_gvisor()
 
 
-# The adversarial module's fixtures, with runtime=RUNTIME (same names: they win here).
+# The adversarial module's fixtures, under gVisor (same names: they win here).
 
 @pytest.fixture(scope="module")
 def sb(engine, canary, gvisor):

@@ -24,6 +24,7 @@ import re
 import time
 from typing import Callable
 
+import confine
 from hygiene import WORK
 
 LANGUAGES = ("java", "go", "rust", "javascript")
@@ -40,8 +41,8 @@ Built = tuple[list[dict], "dict | None"]   # compile steps, and run_step's argum
 
 def build(job: dict, limits: dict, run_step: RunStep) -> Built:
     """Write the job's sources and build its program with `run_step`."""
-    os.makedirs(os.path.join(WORK, SRC), exist_ok=True)
-    os.makedirs(os.path.join(WORK, BUILD), exist_ok=True)
+    confine.makedirs(os.path.join(WORK, SRC))   # the job's compilers write there, as the job's user
+    confine.makedirs(os.path.join(WORK, BUILD))
     budget = Budget(limits, run_step)
     return BUILDERS[job["language"]](job, limits, budget)
 
@@ -70,10 +71,7 @@ def refused(step: dict, why: str) -> dict:
 
 def write_src(name: str, text: str) -> str:
     rel = os.path.join(SRC, name)
-    path = os.path.join(WORK, rel)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(text)
+    confine.write(os.path.join(WORK, rel), text.encode())
     return rel
 
 

@@ -31,6 +31,7 @@ import time
 import traceback
 
 import builders
+import confine
 import pyrunner
 from hygiene import (CPU_FILE, OOM_FILE, REAPED, WORK, cgroup_cpu_s, oom_kills, other_pids, reap,
                      scrub, set_dumpable, set_limit, sweep)
@@ -102,20 +103,44 @@ class Zygote:
         self.sock.close()
 
 
+class ExecFailed(RuntimeError):
+    """The sandbox could not start a compiler, runtime or program: never the program's doing."""
+
+
 def spawn_exec(argv: list[str], limits: dict, stdin_path: str | None, fds: dict, cpu_s: float,
                data_limit: bool) -> int:
-    """Fork and exec a compiled program or the compiler: nothing of the server survives exec."""
+    """Fork and exec a compiled program or the compiler: nothing of the server survives exec.
+
+    Raises ExecFailed when the child could not be set up or the exec failed (a
+    close-on-exec pipe says so), so that it becomes an infra error, not a verdict.
+    """
+    report_r, report_w = os.pipe()   # close-on-exec: EOF as soon as the exec succeeded
     pid = os.fork()
-    if pid != 0:
-        return pid
-    try:
-        pyrunner.child_setup(limits, stdin_path, fds["out_w"], fds["err_w"], fds["keep"], cpu_s)
-        if data_limit:
-            set_limit(resource.RLIMIT_DATA, limits["memory_mb"] << 20)
-        os.execve(argv[0], argv, pyrunner.CHILD_ENV)
-    except BaseException:
-        pyrunner.child_failed()
-    os._exit(127)
+    if pid == 0:
+        try:
+            os.close(report_r)
+            pyrunner.child_setup(limits, stdin_path, fds["out_w"], fds["err_w"], fds["keep"], cpu_s,
+                                 report_fd=report_w)
+            if data_limit:
+                set_limit(resource.RLIMIT_DATA, limits["memory_mb"] << 20)
+            os.execve(argv[0], argv, pyrunner.CHILD_ENV)
+        except BaseException:
+            why = traceback.format_exc(limit=2)[-1500:].encode()
+            for fd in (pyrunner.REPORT_FD, report_w):
+                try:
+                    os.write(fd, why)
+                    break
+                except OSError:
+                    pass
+        os._exit(127)
+    os.close(report_w)
+    why = bytearray()
+    while chunk := os.read(report_r, 4096):
+        why += chunk
+    os.close(report_r)
+    if why:
+        raise ExecFailed(f"the sandbox could not start {argv[0]} as the job's user:\n{why.decode(errors='replace')}")
+    return pid
 
 
 # --------------------------------------------------------------------------- one run
@@ -126,10 +151,13 @@ def run_step(kind: str, limits: dict, *, zygote: Zygote | None = None, source: s
              wall_s: float, cpu_s: float, data_limit: bool = False, expected: str | None = None) -> dict:
     """Run one program to its end or its limit; measure everything the verdict needs."""
     cap = limits["output_bytes"]
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    mark_r, mark_w = os.pipe()
-    nonce_w = None
+    with confine.as_job():
+        # Owned by the job's user: a runtime that reopens its fds through /proc/self/fd
+        # (the Java and Node launchers) is then allowed to, non-dumpable as it is.
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        mark_r, mark_w = os.pipe()
+        nonce_r, nonce_w = os.pipe() if source is None and kind != "compile" else (None, None)
     cpu0, oom0, t0 = cgroup_cpu_s(), oom_kills(), time.monotonic()
     keep = (zygote.pid,) if zygote is not None else ()
     pid = None   # for a Python run, known when the zygote says so
@@ -141,10 +169,15 @@ def run_step(kind: str, limits: dict, *, zygote: Zygote | None = None, source: s
             return runner_killed(kind)
     else:
         fds = {"out_w": out_w, "err_w": err_w, "keep": {3: mark_w}}
-        if kind != "compile":
-            nonce_r, nonce_w = os.pipe()
+        if nonce_r is not None:
             fds["keep"][NONCE_FD] = nonce_r
-        pid = spawn_exec(argv, limits, stdin_path, fds, cpu_s, data_limit)
+        try:
+            pid = spawn_exec(argv, limits, stdin_path, fds, cpu_s, data_limit)
+        except ExecFailed:
+            for fd in (out_r, out_w, err_r, err_w, mark_r, mark_w, nonce_r, nonce_w):
+                if fd is not None:
+                    os.close(fd)
+            raise
         if nonce_w is not None:
             os.close(fds["keep"][NONCE_FD])
     for fd in (out_w, err_w, mark_w):
@@ -265,16 +298,12 @@ def runner_killed(kind: str) -> dict:
 
 def write_files(job: dict) -> None:
     for rel, b64 in (job.get("files") or {}).items():
-        path = os.path.join(WORK, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(base64.b64decode(b64))
+        confine.write(os.path.join(WORK, rel), base64.b64decode(b64))
 
 
 def write_text(name: str, text: str) -> str:
     path = os.path.join(WORK, name)
-    with open(path, "w") as f:
-        f.write(text)
+    confine.write(path, text.encode())
     return path
 
 
@@ -336,7 +365,6 @@ def run_job(job: dict, zygote: Zygote) -> list[dict]:
         if steps[-1]["syntax_error"] or (stop and step_failed(steps[-1])):
             return steps
     for i, (stdin, expected) in enumerate(cases):
-        os.makedirs(os.path.join(WORK, ".proctor"), exist_ok=True)
         stdin_path = write_text(f".proctor/stdin-{i}", stdin)
         steps.append(run_step("case", limits, stdin_path=stdin_path, expected=expected, **run, **common))
         if stop and step_failed(steps[-1]):
@@ -372,15 +400,39 @@ def serve_one(infd: int, outfd: int, zygote: Zygote) -> bool:
     return True
 
 
+def confinement_problem() -> str | None:
+    """Why jobs cannot be confined here, found by confining a throw-away child, or None."""
+    try:
+        os.setgroups([])   # job processes inherit our supplementary groups: setuid keeps them
+    except PermissionError:
+        pass   # not root: confine.problem() says so
+    why = confine.problem()
+    if why is not None:
+        return why
+    pid = os.fork()
+    if pid == 0:
+        try:
+            confine.confine_job()
+            os._exit(0)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return None if status == 0 else "a job process could not drop to its uid or install its seccomp filter (see stderr)"
+
+
 def main() -> None:
-    set_dumpable(0)   # jobs share our uid: keep them out of /proc/1/mem and ptrace
-    # Linux drops signals to a namespace's init unless init handles them, and Python
-    # handles SIGINT; gVisor delivers them. So every signal that would stop or end us
-    # is ignored here (each child restores the default), and a job cannot signal us down.
+    set_dumpable(0)   # no core dumps, no /proc/1/mem: the server's memory holds every job's expectations
+    # Jobs run under another uid (confine.py), so no signal of theirs reaches us. Besides,
+    # every signal that would stop or end us is ignored (each child restores the default).
     for sig in pyrunner.PID1_IGNORED:
         signal.signal(sig, signal.SIG_IGN)
     infd, outfd = 0, os.dup(1)
     os.dup2(2, 1)   # stray prints go to stderr, never into the protocol
+    unconfined = confinement_problem()
+    if unconfined is not None:
+        write_frame(outfd, {"type": "error", "id": None, "error": unconfined})
+        return
     problems = scrub()
     write_frame(outfd, {"type": "ready", "pid": os.getpid(), "cpu_accounting": CPU_FILE is not None,
                         "oom_accounting": OOM_FILE is not None, "problems": problems})

@@ -27,6 +27,7 @@ import threading
 import traceback
 import types
 
+import confine
 from hygiene import WORK, set_dumpable, set_limit
 
 # Signals whose default action stops or ends a process and that can be caught: PID 1
@@ -51,6 +52,7 @@ for _name in WARM_MODULES:
 CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORK, "LANG": "C.UTF-8",
              "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
 MARKER_FD = 3
+REPORT_FD = 255   # the highest fd under the container's nofile limit of 256
 EXIT_AFTER_SYNTAX_ERROR = 3
 # Audit events that could reach the harness (its frames, its memory): refused.
 _BLOCKED_EVENTS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys.settrace", "sys.setprofile")
@@ -132,8 +134,11 @@ def zygote_loop(sock: socket.socket) -> None:
 # --------------------------------------------------------------------------- the child
 
 def child_setup(limits: dict, stdin_path: str | None, out_w: int, err_w: int, keep: dict[int, int],
-                cpu_s: float) -> None:
-    """In a fresh child, before any program code: this process tree's own limits and fds."""
+                cpu_s: float, report_fd: int | None = None) -> None:
+    """In a fresh child, before any program code: this process tree's own limits, fds and uid.
+
+    ``report_fd`` (close-on-exec) is kept as REPORT_FD, for saying why an exec failed.
+    """
     os.setsid()
     for sig in (*PID1_IGNORED, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
@@ -142,8 +147,11 @@ def child_setup(limits: dict, stdin_path: str | None, out_w: int, err_w: int, ke
     parked = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 100) for target, source in wanted.items()}
     for target, source in parked.items():
         os.dup2(source, target)
+    if report_fd is not None:
+        os.dup2(report_fd, REPORT_FD, inheritable=False)
     # Everything else, the server's link to the host first of all, must be gone.
-    os.closerange(max(wanted) + 1, 65536)
+    os.closerange(max(wanted) + 1, REPORT_FD if report_fd is not None else 65536)
+    os.closerange(REPORT_FD + 1, 65536)
     cpu = max(1, int(cpu_s + 0.999))
     set_limit(resource.RLIMIT_CPU, cpu, cpu + 1)
     set_limit(resource.RLIMIT_FSIZE, limits["disk_mb"] << 20)
@@ -153,6 +161,9 @@ def child_setup(limits: dict, stdin_path: str | None, out_w: int, err_w: int, ke
             f.write("1000")   # if the cgroup runs out, the job dies, not the server
     except OSError:
         pass
+    # Last, since the job's uid may no longer write /proc/self: from here on no signal
+    # reaches the server or the zygote, and no message queue can be made.
+    confine.confine_job()
     os.chdir(WORK)
 
 

@@ -1,0 +1,140 @@
+"""What every process of a job gives up before any of its code runs, and the files it owns.
+
+Stdlib only: copied into the images beside the fork server.
+
+The server (PID 1) and the zygote run as root with only the capabilities they need
+to clean up after a job (container.py: KILL, SETUID, SETGID, DAC_OVERRIDE, FOWNER)
+and no supplementary groups; every job process runs as JOB_UID with none. A process may signal only
+processes of its own uid, so a job's kill(1, ...) is refused with EPERM under every
+runtime: Linux already drops such signals for a namespace's init, gVisor delivers
+SIGKILL and SIGSTOP to it.
+
+POSIX message queues outlive their creator. Under runc the server empties
+/dev/mqueue after each job; gVisor mounts no mqueue filesystem (and ignores
+RLIMIT_MSGQUEUE), so a queue would outlive its job unseen. Jobs therefore get no
+message queues at all: a seccomp filter, which needs no privilege once
+no_new_privs is set, makes mq_open fail with EPERM, under both runtimes alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import platform
+import struct
+from typing import Iterator
+
+JOB_UID = 1000   # the image's `sandbox` user; the /work and /tmp tmpfs mounts belong to it
+JOB_GID = 1000
+
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+_RET_ALLOW = 0x7FFF0000
+_RET_EPERM = 0x00050000 | errno.EPERM
+_LD_W_ABS, _JEQ_K, _RET_K = 0x20, 0x15, 0x06
+_NR, _ARCH = 0, 4   # offsets in struct seccomp_data
+
+# (audit arch, mq_open number) for every ABI a process of this machine can call the
+# kernel with: a 64-bit program can still enter through int 0x80 (i386) or x32.
+_X32 = 0x40000000
+_MQ_OPEN = {
+    "x86_64": ((0xC000003E, (240, _X32 | 240)), (0x40000003, (277,))),
+    "aarch64": ((0xC00000B7, (180,)), (0x40000028, (274,))),
+}
+
+
+def _filter_program(abis: tuple) -> bytes:
+    """A classic BPF program: EPERM for mq_open in each ABI, everything else allowed."""
+    insns: list[tuple[int, int, int, int]] = []
+    for arch, numbers in abis:
+        # if arch != this ABI: skip this block (load nr + one compare per number)
+        insns.append((_LD_W_ABS, 0, 0, _ARCH))
+        insns.append((_JEQ_K, 0, 1 + len(numbers), arch))
+        insns.append((_LD_W_ABS, 0, 0, _NR))
+        for nr in numbers:
+            insns.append((_JEQ_K, -1, 0, nr))   # -1: to the EPERM return at the end, patched below
+    insns.append((_RET_K, 0, 0, _RET_ALLOW))
+    insns.append((_RET_K, 0, 0, _RET_EPERM))
+    deny = len(insns) - 1
+    out = bytearray()
+    for pc, (code, jt, jf, k) in enumerate(insns):
+        if jt == -1:
+            jt = deny - pc - 1
+        out += struct.pack("HBBI", code, jt, jf, k)
+    return bytes(out)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+# Built once in the server, so a forked child only makes two prctl calls.
+_ABIS = _MQ_OPEN.get(platform.machine())
+_CODE = _filter_program(_ABIS) if _ABIS else b""
+_PROGRAM = ctypes.create_string_buffer(_CODE, len(_CODE))
+_FPROG = _SockFprog(len(_CODE) // 8, ctypes.addressof(_PROGRAM)) if _ABIS else None
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+_PRCTL.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+
+
+def problem() -> str | None:
+    """Why jobs could not be confined here (checked once, when the server starts), or None."""
+    if os.geteuid() != 0 or os.getgroups():
+        return (f"the sandbox server runs as uid {os.geteuid()} (groups {os.getgroups()}), not as root "
+                f"without groups: it cannot run jobs under uid {JOB_UID}; start the container as "
+                "user 0:0 (proctor's Sandbox does)")
+    if _FPROG is None:
+        return f"no seccomp filter for machine {platform.machine()!r}: jobs' POSIX message queues are not contained"
+    return None
+
+
+def confine_job() -> None:
+    """In a forked child of the server: become JOB_UID for good, then lose mq_open.
+
+    setuid from root clears every capability; the filter is inherited by every
+    child and kept across exec. Raises OSError if either step fails.
+    """
+    os.setgid(JOB_GID)
+    os.setuid(JOB_UID)
+    if os.getresuid() != (JOB_UID,) * 3 or os.getresgid() != (JOB_GID,) * 3:
+        raise OSError(f"could not drop to uid {JOB_UID}")
+    if _PRCTL(_PR_SET_NO_NEW_PRIVS, 1, None, 0, 0) != 0 or \
+            _PRCTL(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(_FPROG), 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"could not install the job's seccomp filter: {os.strerror(err)}")
+
+
+# --------------------------------------------------------------------------- the job's files
+
+@contextlib.contextmanager
+def as_job() -> Iterator[None]:
+    """Run the block with the job's effective uid and gid, then become root again.
+
+    The server writes a job's files this way: they belong to the job, and a link a
+    job left behind (into a place only root may write) leads nowhere the job could
+    not go itself. No process may be forked inside the block.
+    """
+    os.setegid(JOB_GID)
+    os.seteuid(JOB_UID)   # clears the effective capabilities; seteuid(0) restores them
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+def makedirs(path: str) -> None:
+    """os.makedirs as the job's user."""
+    with as_job():
+        os.makedirs(path, exist_ok=True)
+
+
+def write(path: str, data: bytes) -> None:
+    """Write a file for the job (and its directories) as the job's user."""
+    with as_job():
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
