@@ -9,12 +9,20 @@ Inside the stdout stream the server sends length-prefixed JSON frames.
 from __future__ import annotations
 
 import json
+import os
+import select
 import socket
 import struct
+import subprocess
 import time
 from typing import Optional
 
 from .errors import InfraError
+
+try:
+    from docker.transport.sshconn import SSHSocket
+except ImportError:   # the SDK's ssh:// support needs paramiko (docker[ssh]); without it no SSHSocket exists
+    SSHSocket = None
 
 STDOUT, STDERR = 1, 2
 MAX_FRAME = 256 << 20   # sanity bound: the server caps what each step ships back
@@ -74,7 +82,7 @@ class FrameDecoder:
 class Channel:
     """A blocking request/response link over an attach socket."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: "socket.socket | SSHPipe") -> None:
         self.sock = sock
         self.decoder = FrameDecoder()
         self._pending: list[dict] = []
@@ -113,12 +121,62 @@ class Channel:
             pass
 
 
-def raw_socket(attach_result: object) -> socket.socket:
-    """The docker SDK returns a SocketIO (unix) or a socket (tcp): we need the socket."""
+class SSHPipe:
+    """The attach stream of an ``ssh://`` engine, which the docker SDK hands back as an ``SSHSocket``.
+
+    That object wraps the ``ssh`` client's pipes: its ``recv(n)`` blocks until n bytes
+    arrive and ``settimeout`` does nothing, so a reply shorter than the read size would
+    never be seen. This reads the client's stdout fd directly, with the Channel's timeouts.
+    """
+
+    def __init__(self, ssh_socket: "SSHSocket") -> None:
+        self._proc = ssh_socket.proc
+        self._fd = self._proc.stdout.fileno()
+        os.set_blocking(self._fd, False)
+        # Whatever the HTTP upgrade already read past its headers, first.
+        self._early = self._proc.stdout.read1(1 << 20) or b""
+        self._timeout: Optional[float] = None
+
+    def settimeout(self, timeout: Optional[float]) -> None:
+        self._timeout = timeout
+
+    def recv(self, n: int) -> bytes:
+        if self._early:
+            data, self._early = self._early[:n], self._early[n:]
+            return data
+        ready, _, _ = select.select([self._fd], [], [], self._timeout)
+        if not ready:
+            raise socket.timeout("timed out")
+        try:
+            return os.read(self._fd, n)
+        except BlockingIOError:
+            return self.recv(n)
+
+    def sendall(self, data: bytes) -> None:
+        self._proc.stdin.write(data)
+        self._proc.stdin.flush()
+
+    def close(self) -> None:
+        for stream in (self._proc.stdin, self._proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self._proc.terminate()
+        try:
+            self._proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+
+
+def raw_socket(attach_result: object) -> "socket.socket | SSHPipe":
+    """The docker SDK returns a SocketIO (unix), a socket (tcp) or an SSHSocket (ssh://)."""
+    if SSHSocket is not None and isinstance(attach_result, SSHSocket):
+        return SSHPipe(attach_result)
     sock: Optional[socket.socket] = getattr(attach_result, "_sock", None)
     if sock is None and isinstance(attach_result, socket.socket):
         sock = attach_result
     if sock is None:
         raise InfraError(f"unsupported attach transport {type(attach_result).__name__}; "
-                         "use a unix:// or tcp:// Docker host")
+                         "use a unix://, ssh:// or tcp:// Docker host")
     return sock
