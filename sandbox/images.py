@@ -37,6 +37,7 @@ BASE_REPO = "proctor/base"
 INPUTS_LABEL = "proctor.inputs"
 SERVER_DIR_IN_CONTEXT = "proctor-server"
 SERVER_PATTERNS = ("*.py", "*.c")
+SHARED_PATTERN = "*.sh"
 
 DEBIAN_SUITE = "bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
@@ -124,7 +125,7 @@ def _check_name(name: str) -> None:
 
 
 def context_files(name: str, images_dir: Path | None = None, server_dir: Path | None = None) -> dict[str, bytes]:
-    """Build-context path -> content for image `name`: images/NAME/* plus the server files."""
+    """Build-context path -> content for image `name`: images/NAME/*, images/*.sh and the server files."""
     _check_name(name)
     image_dir = (images_dir or default_images_dir()) / name
     if not (image_dir / "Dockerfile").is_file():
@@ -133,6 +134,9 @@ def context_files(name: str, images_dir: Path | None = None, server_dir: Path | 
     for path in sorted(image_dir.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
             out[path.relative_to(image_dir).as_posix()] = path.read_bytes()
+    # The steps every image shares (images/*.sh): in every context, so in every tag's hash.
+    for path in sorted((images_dir or default_images_dir()).glob(SHARED_PATTERN)):
+        out[path.name] = path.read_bytes()
     server = server_dir or default_server_dir()
     for pattern in SERVER_PATTERNS:
         for path in sorted(server.glob(pattern)):
