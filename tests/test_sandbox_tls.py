@@ -1,6 +1,6 @@
 """Remote engines without handing out root: TLS client certificates, ssh://, no plain TCP.
 
-The TLS tests start a second dockerd (tests/second_engine.py) on a loopback port with
+The TLS tests start a second dockerd (tests/second_dockerd.py) on a loopback port with
 certificates made here, copy the python sandbox image into it (docker save | load),
 and always tear it down.
 """
@@ -19,7 +19,7 @@ from proctor.sandbox import hosts
 from proctor.sandbox.engine import connect
 from proctor.sandbox.images import require_image
 
-from second_engine import SecondEngine, client_dir, make_ca
+from second_dockerd import SecondEngine, client_dir, make_ca
 
 LOCAL = "unix:///var/run/docker.sock"
 FAST = Limits(wall_s=10, cpu_s=5, memory_mb=128)
@@ -85,9 +85,9 @@ def test_docker_cert_path_convention_per_host(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def tls_engine(docker_ready):
-    with SecondEngine() as engine:
+    with SecondEngine(tls=True) as engine:
         local = connect()
-        engine.copy_images_from(local, [require_image(local, "python")])
+        engine.load_images([require_image(local, "python")], source=local)
         local.close()
         yield engine
 
@@ -148,9 +148,9 @@ def test_cli_reaches_the_tls_engine_with_a_cert_path(tls_engine, tmp_path):
 
 def test_tls_fleet_survives_an_engine_killed_mid_batch(docker_ready):
     """Local engine + TLS engine; the TLS one dies mid-batch; nothing is misscored."""
-    with SecondEngine() as engine:
+    with SecondEngine(tls=True) as engine:
         local = connect()
-        engine.copy_images_from(local, [require_image(local, "python")])
+        engine.load_images([require_image(local, "python")], source=local)
         local.close()
         # Each job takes ~0.3 s, so both hosts have jobs in flight when one dies.
         right = "import time\ntime.sleep(0.3)\ndef f(x):\n    return x * 2\n"
