@@ -653,6 +653,29 @@ def test_sigkill_from_the_job_does_not_kill_the_server(solo, same_container, tar
     same_container()
 
 
+def test_jobs_run_under_their_own_uid_and_own_their_files(solo):
+    # The server is root (it sweeps and scrubs), every job process uid 1000 without groups:
+    # the job's input files, its work dir and /tmp are its own to write, PID 1 is not its own.
+    r = solo.run(py("""
+        import os
+        st = os.stat("data/in.txt")
+        print("ids", os.getresuid(), os.getresgid(), os.getgroups())
+        print("file", st.st_uid, st.st_gid, os.stat("data").st_uid)
+        with open("data/in.txt", "a") as f:
+            f.write(" more")
+        os.mkdir("/work/sub")
+        with open("/tmp/scratch", "w") as f:
+            f.write("1")
+        print("read", open("data/in.txt").read())
+        print("pid1", open("/proc/1/status").read().split("Uid:")[1].split()[0])
+    """, files={"data/in.txt": "hello"}))
+    assert r.status == "passed", explain(r)
+    assert "ids (1000, 1000, 1000) (1000, 1000, 1000) []" in r.stdout, explain(r)
+    assert "file 1000 1000 1000" in r.stdout and "read hello more" in r.stdout, explain(r)
+    assert "pid1 0" in r.stdout, explain(r)
+    assert_clean(probe(solo))
+
+
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGSTOP", "SIGTSTP",
                                  "SIGALRM", "SIGPIPE", "SIGXCPU"])
 def test_signals_to_pid_1_do_not_disturb_the_server(solo, same_container, sig):

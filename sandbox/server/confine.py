@@ -2,12 +2,12 @@
 
 Stdlib only: copied into the images beside the fork server.
 
-The server (PID 1) and the zygote run as root with only the capabilities they need
-to clean up after a job (container.py: KILL, SETUID, SETGID, DAC_OVERRIDE, FOWNER)
-and no supplementary groups; every job process runs as JOB_UID with none. A process may signal only
-processes of its own uid, so a job's kill(1, ...) is refused with EPERM under every
-runtime: Linux already drops such signals for a namespace's init, gVisor delivers
-SIGKILL and SIGSTOP to it.
+The server (PID 1) and the zygote run as root, without supplementary groups, with
+only the capabilities they need to clean up after a job (container.py: KILL, SETUID,
+SETGID, DAC_OVERRIDE, FOWNER); every job process runs as JOB_UID with none. A process
+may signal only processes of its own uid, so a job's kill(1, ...) is refused with
+EPERM under every runtime: Linux already drops such signals for a namespace's init,
+gVisor delivers SIGKILL and SIGSTOP to it.
 
 POSIX message queues outlive their creator. Under runc the server empties
 /dev/mqueue after each job; gVisor mounts no mqueue filesystem (and ignores
@@ -37,7 +37,7 @@ _RET_EPERM = 0x00050000 | errno.EPERM
 _LD_W_ABS, _JEQ_K, _RET_K = 0x20, 0x15, 0x06
 _NR, _ARCH = 0, 4   # offsets in struct seccomp_data
 
-# (audit arch, mq_open number) for every ABI a process of this machine can call the
+# (audit arch, mq_open numbers) for every ABI a process of this machine can call the
 # kernel with: a 64-bit program can still enter through int 0x80 (i386) or x32.
 _X32 = 0x40000000
 _MQ_OPEN = {
