@@ -113,7 +113,9 @@ class WarmContainer:
                 tty=False,
                 hostname="sandbox",
                 # Nothing of the host's environment: only what a program needs to run.
-                environment={"LANG": "C.UTF-8", "HOME": "/work", "PATH": "/usr/local/bin:/usr/bin:/bin"},
+                environment={"LANG": "C.UTF-8", "HOME": "/work", "PATH": "/usr/local/bin:/usr/bin:/bin",
+                             # the server's own: jobs get a fixed environment of their own
+                             **({"PROCTOR_GVISOR": "1"} if self.spec.gvisor else {})},
                 labels={LABEL: "1", "proctor.pool": self.pool_id},
                 host_config=self.spec.host_config(api),
             )

@@ -857,6 +857,10 @@ STATUS_CASES = {
     "cpp memory new 2GB loop": (job("cpp", "#include <cstring>\nint add(int a, int b) {\n"
                                            "  for (;;) { char *p = new char[2UL << 30]; std::memset(p, 1, 2UL << 30); }\n"
                                            "  return a + b;\n}\n", CPP_OK[1]), "memory"),
+    # 50 MiB blocks are mmap-ed: gVisor does not hold them to RLIMIT_DATA (RLIMIT_AS does there).
+    "cpp memory new 50MB loop": (job("cpp", "#include <cstring>\nint add(int a, int b) {\n"
+                                            "  for (;;) { char *p = new char[50UL << 20]; std::memset(p, 1, 50UL << 20); }\n"
+                                            "  return a + b;\n}\n", CPP_OK[1]), "memory"),
     "cpp timeout": (job("cpp", "int add(int a, int b) { volatile long x = 0; for (;;) x++; return a + b; }\n",
                         CPP_OK[1]), "timeout"),
     "cpp output_limit": (job("cpp", "#include <iostream>\nint add(int a, int b) { for (;;) std::cout << \"spam\\n\"; }\n",

@@ -321,7 +321,7 @@ def build_rust(job: dict, limits: dict, budget: Budget) -> Built:
         return [refused(steps[-1], why)], None
     os.unlink(os.path.join(WORK, "prog.o"))
     run = [os.path.join(WORK, "prog")] + (["--test-threads=1", "--nocapture"] if tests else [])
-    return steps, {"argv": run, "data_limit": True}
+    return steps, {"argv": run, "data_limit": True, "as_limit": True}
 
 
 # --------------------------------------------------------------------------- JavaScript

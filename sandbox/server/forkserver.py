@@ -47,6 +47,10 @@ NONCE_FD = 4
 CASE_SHIP = 64 << 10
 # Symbols a C/C++ program may not reference: they reach past the exit guard.
 FORBIDDEN_SYMBOLS = builders.GUARD_FORBIDDEN
+# Under gVisor (container.py says so in the server's environment) glibc programs also get
+# RLIMIT_AS: their budget plus room for the binary, libraries, a thread arena and stacks.
+GVISOR = os.environ.get("PROCTOR_GVISOR") == "1"
+AS_SLACK = 128 << 20
 
 
 # --------------------------------------------------------------------------- framing
@@ -108,7 +112,7 @@ class ExecFailed(RuntimeError):
 
 
 def spawn_exec(argv: list[str], limits: dict, stdin_path: str | None, fds: dict, cpu_s: float,
-               data_limit: bool) -> int:
+               data_limit: bool, as_limit: bool = False) -> int:
     """Fork and exec a compiled program or the compiler: nothing of the server survives exec.
 
     Raises ExecFailed when the child could not be set up or the exec failed (a
@@ -123,6 +127,10 @@ def spawn_exec(argv: list[str], limits: dict, stdin_path: str | None, fds: dict,
                                  report_fd=report_w)
             if data_limit:
                 set_limit(resource.RLIMIT_DATA, limits["memory_mb"] << 20)
+            if as_limit and GVISOR:
+                # gVisor holds only brk, not mmap, to RLIMIT_DATA (measured): a program that
+                # mmaps past the cgroup would take the whole sandbox down. Its RLIMIT_AS holds.
+                set_limit(resource.RLIMIT_AS, (limits["memory_mb"] << 20) + AS_SLACK)
             os.execve(argv[0], argv, pyrunner.CHILD_ENV)
         except BaseException:
             why = traceback.format_exc(limit=2)[-1500:].encode()
@@ -148,7 +156,8 @@ def spawn_exec(argv: list[str], limits: dict, stdin_path: str | None, fds: dict,
 def run_step(kind: str, limits: dict, *, zygote: Zygote | None = None, source: str | None = None,
              tests_line: int = 0,
              argv: list[str] | None = None, stdin_path: str | None = None, nonce: str = "",
-             wall_s: float, cpu_s: float, data_limit: bool = False, expected: str | None = None) -> dict:
+             wall_s: float, cpu_s: float, data_limit: bool = False, as_limit: bool = False,
+             expected: str | None = None) -> dict:
     """Run one program to its end or its limit; measure everything the verdict needs."""
     cap = limits["output_bytes"]
     with confine.as_job():
@@ -172,7 +181,7 @@ def run_step(kind: str, limits: dict, *, zygote: Zygote | None = None, source: s
         if nonce_r is not None:
             fds["keep"][NONCE_FD] = nonce_r
         try:
-            pid = spawn_exec(argv, limits, stdin_path, fds, cpu_s, data_limit)
+            pid = spawn_exec(argv, limits, stdin_path, fds, cpu_s, data_limit, as_limit)
         except ExecFailed:
             for fd in (out_r, out_w, err_r, err_w, mark_r, mark_w, nonce_r, nonce_w):
                 if fd is not None:
@@ -358,7 +367,7 @@ def run_job(job: dict, zygote: Zygote) -> list[dict]:
         if not compiled_ok(steps[-1]):
             return steps[-1:]
         steps = steps[-1:]
-        run = {"argv": [os.path.join(WORK, "prog")], "data_limit": True}
+        run = {"argv": [os.path.join(WORK, "prog")], "data_limit": True, "as_limit": True}
     stop = bool(job.get("stop_on_first_failure"))   # a binary reward needs no more than one failure
     if job.get("tests") or not cases:
         steps.append(run_step("run", limits, **run, **common))
