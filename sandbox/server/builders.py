@@ -25,7 +25,7 @@ import time
 from typing import Callable
 
 import confine
-from hygiene import WORK
+from hygiene import GVISOR, WORK
 
 LANGUAGES = ("java", "go", "rust", "javascript")
 SRC = ".proctor/src"          # relative to WORK, the cwd of every step: short paths in messages
@@ -85,6 +85,11 @@ def undefined_symbols(nm_step: dict) -> set[str]:
 # --------------------------------------------------------------------------- Java
 
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
+# Under gVisor the runtimes start from readable copies (images/java, images/node): gVisor
+# refuses to exec a binary its caller cannot read, and keeps every process out of an
+# ancestor's /proc/PID/mem, dumpable or not (measured), which the execute-only binaries
+# (non-dumpable runtimes) ensure under runc.
+JAVA = f"{JAVA_HOME}/bin/java-readable" if GVISOR else f"{JAVA_HOME}/bin/java"
 JAVA_JIT = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-Xshare:auto"]
 _JAVA_TYPE = re.compile(r"\b(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
 _JAVA_SKIP = re.compile(r'//[^\n]*|/\*.*?\*/|"""(?:\\.|[^\\])*?"""|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
@@ -153,7 +158,7 @@ def build_java(job: dict, limits: dict, budget: Budget) -> Built:
         return [step], None
     # The main class: a public one of the tests (or of the program when there are none) first.
     candidates = sorted(java_top_types(units[-1][1]), key=lambda t: not t[1])
-    argv = [f"{JAVA_HOME}/bin/java", *JAVA_JIT, f"-XX:SharedArchiveFile={OPT}/java/run.jsa", "-Xlog:disable",
+    argv = [JAVA, *JAVA_JIT, f"-XX:SharedArchiveFile={OPT}/java/run.jsa", "-Xlog:disable",
             "-Xlog:all=error:stderr", "-XX:+DisableAttachMechanism", f"-Xmx{limits['memory_mb']}m", "-Xss8m",
             "-ea", "-Dfile.encoding=UTF-8", "-cp", classes, "-p", f"{OPT}/java/mods",
             "-m", "proctor.launcher/proctor.launcher.Launcher", *(name for name, _ in candidates)]
@@ -326,7 +331,7 @@ def build_rust(job: dict, limits: dict, budget: Budget) -> Built:
 
 # --------------------------------------------------------------------------- JavaScript
 
-NODE = "/usr/bin/node"
+NODE = "/usr/bin/node-readable" if GVISOR else "/usr/bin/node"
 
 
 def build_javascript(job: dict, limits: dict, budget: Budget) -> Built:

@@ -33,7 +33,7 @@ import traceback
 import builders
 import confine
 import pyrunner
-from hygiene import (CPU_FILE, OOM_FILE, REAPED, WORK, cgroup_cpu_s, oom_kills, other_pids, reap,
+from hygiene import (CPU_FILE, GVISOR, OOM_FILE, REAPED, WORK, cgroup_cpu_s, oom_kills, other_pids, reap,
                      scrub, set_dumpable, set_limit, sweep)
 from judge import outputs_match, step_failed
 
@@ -47,9 +47,8 @@ NONCE_FD = 4
 CASE_SHIP = 64 << 10
 # Symbols a C/C++ program may not reference: they reach past the exit guard.
 FORBIDDEN_SYMBOLS = builders.GUARD_FORBIDDEN
-# Under gVisor (container.py says so in the server's environment) glibc programs also get
-# RLIMIT_AS: their budget plus room for the binary, libraries, a thread arena and stacks.
-GVISOR = os.environ.get("PROCTOR_GVISOR") == "1"
+# Under gVisor glibc programs also get RLIMIT_AS: their budget plus room for the binary,
+# libraries, a thread arena and stacks.
 AS_SLACK = 128 << 20
 
 

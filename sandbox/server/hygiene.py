@@ -12,6 +12,8 @@ import stat
 import time
 
 WORK = "/work"
+# The container tells its server that it runs under gVisor (container.py); jobs never see it.
+GVISOR = os.environ.get("PROCTOR_GVISOR") == "1"
 # Every place a job can write to; each is emptied after every job.
 SCRUB_DIRS = ((WORK, 0o700), ("/tmp", 0o1777), ("/dev/shm", None), ("/dev/mqueue", None))
 
