@@ -23,9 +23,12 @@ everything a step costs in either trainer: data, generation, scoring, loss, back
 the previous step's logging. Step 1 (warm-up) is left out of the mean and median.
 
 Each framework runs in its own subprocess, so its peak RSS (``ru_maxrss`` of that process at its end)
-and its imports are its own; the order alternates over ``--rounds`` to spread machine noise.
+and its imports are its own; the order alternates over ``--rounds`` to spread machine noise. Round r
+samples with seed SEED + r in both trainers: what a step costs depends on what was sampled (proctor
+leaves rows with zero advantage out of the backward, so a step whose groups carry more signal costs
+more), and one seed is one draw of that (measured 2026-12-01: 0.43x-0.83x over seeds 0-3).
 
-    .venv/bin/python bench/grpo_vs_trl.py                          # 2 rounds, ~3-4 min on 2 cores
+    .venv/bin/python bench/grpo_vs_trl.py                          # 4 rounds (seeds 0-3), ~2 min on 2 cores
     .venv/bin/python bench/grpo_vs_trl.py --rounds 1 --steps 4     # smoke run
     .venv/bin/python bench/grpo_vs_trl.py --json /tmp/grpo_vs_trl.json
 
@@ -298,7 +301,7 @@ def _run_worker(framework: str, args: argparse.Namespace, work: Path, round_no: 
     log = work / f"{framework}_{round_no}.log"
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", framework, "--result", str(result),
            "--steps", str(args.steps), "--prompts", str(args.prompts), "--group", str(args.group),
-           "--max-new-tokens", str(args.max_new_tokens), "--lr", str(args.lr), "--seed", str(args.seed),
+           "--max-new-tokens", str(args.max_new_tokens), "--lr", str(args.lr), "--seed", str(args.seed + round_no),
            "--model-steps", str(args.model_steps)]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads),
            "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1", "COLUMNS": "160"}
@@ -401,6 +404,9 @@ def print_report(summary: dict[str, dict[str, Any]], args: argparse.Namespace, m
             continue
         r = f"{ratio[rkey]:.2f}x" if rkey else ""
         print(f"| {label:<30} | {_fmt(t[key], spec):>10} | {_fmt(p[key], spec):>10} | {r:>11} |")
+    by_round = [f"seed {args.seed + i}: {pm / tm:.2f}x" for i, (tm, pm)
+                in enumerate(zip(t["s_per_step_mean_by_round"], p["s_per_step_mean_by_round"]))]
+    print("\nproctor/TRL mean s/step by round: " + ", ".join(by_round))
     print("\nwhere a timed step goes (mean s):")
     print("  TRL     " + "  ".join(f"{k} {v:.3f}" for k, v in t["split_mean_s"].items()))
     print("  proctor " + "  ".join(f"{k} {v:.3f}" for k, v in p["split_mean_s"].items()))
@@ -419,13 +425,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=10, help="optimizer steps per run (10)")
-    ap.add_argument("--rounds", type=int, default=2, help="runs per framework, order alternating (2)")
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="runs per framework, order alternating, round r with seed SEED + r for both (4)")
     ap.add_argument("--json", metavar="PATH", help="write config, machine, every step and the summary here")
     ap.add_argument("--prompts", type=int, default=4, help="prompts per step, B (4)")
     ap.add_argument("--group", type=int, default=8, help="completions per prompt, G (8)")
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-4)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="round r uses SEED + r (0)")
     ap.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of the workers (1)")
     ap.add_argument("--model-steps", type=int, default=800, help="tiny model's pretraining steps (800, cached)")
     ap.add_argument("--worker", choices=FRAMEWORKS, help=argparse.SUPPRESS)
