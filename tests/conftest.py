@@ -40,3 +40,14 @@ def sandbox(docker_ready):
     with Sandbox() as sb:
         sb.warmup(["python"])
         yield sb
+
+
+@pytest.fixture(scope="module")
+def model_and_tokenizer():
+    """The untrained tiny model (random weights, built once and cached) and its tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from proctor.tiny_model import tiny_model_path
+
+    path = tiny_model_path(pretrain_steps=0)
+    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)

@@ -6,6 +6,12 @@ from __future__ import annotations
 import torch
 
 
+def chat_prompt(tok, text: str) -> list[int]:
+    """One user turn through the chat template, as the token ids a rollout engine is given."""
+    ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
 def hf_greedy(model, tok, prompts, n=8):
     out = []
     for p in prompts:

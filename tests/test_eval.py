@@ -142,14 +142,10 @@ def test_evaluate_applies_max_prompt_length_as_training_does(overflow):
         assert prompts == [[0, 1], [0, 1, 2]] and out["eval_prompts_dropped"] == 1 and out["eval_prompts"] == 2
 
 
-def test_greedy_stops_at_a_stop_string_on_the_transformers_backend():
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from proctor.tiny_model import tiny_model_path
+def test_greedy_stops_at_a_stop_string_on_the_transformers_backend(model_and_tokenizer):
     from proctor.trainer.rollout.hf import TransformersGenerator
 
-    path = tiny_model_path(pretrain_steps=0)
-    gen = TransformersGenerator(AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path))
+    gen = TransformersGenerator(*model_and_tokenizer)
     prompts = [[5, 6, 7], [8, 9]]
     free = gen.greedy(prompts, 12)
     stop = free[0][2:4]   # a string the free answer holds after its start

@@ -12,24 +12,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch = pytest.importorskip("torch")
 
 from proctor.envs import EnvSuite, ListSource, Task, VerifiableEnv, Verifier, exact_verdict  # noqa: E402
+from engine_reference import chat_prompt  # noqa: E402
 from proctor.trainer.rollout import SamplingParams  # noqa: E402
 
 FILTERS = dict(top_p=0.5, top_k=5)
-
-
-@pytest.fixture(scope="module")
-def model_and_tokenizer():
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from proctor.tiny_model import tiny_model_path
-
-    path = tiny_model_path(pretrain_steps=0)
-    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
-
-
-def _prompt(tok, text: str) -> list[int]:
-    ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
-    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
 def mismatch(model, rollouts, temperature: float) -> dict[str, float]:
@@ -84,7 +70,7 @@ def test_filters_sample_from_the_top_k_and_the_mismatch_stays_near_zero(model_an
 
     model, tok = model_and_tokenizer
     gen = TransformersGenerator(model, tok)
-    prompts = [_prompt(tok, "What is 2 + 3?"), _prompt(tok, "Count to five.")]
+    prompts = [chat_prompt(tok, "What is 2 + 3?"), chat_prompt(tok, "Count to five.")]
     params = SamplingParams(n=4, max_new_tokens=12, temperature=temperature, seed=0, **FILTERS)
     rollouts = [r for g in gen.generate(prompts, params) for r in g]
     stats = mismatch(model, rollouts, temperature)
@@ -110,7 +96,7 @@ def test_min_p_and_repetition_penalty_reach_the_sampler(model_and_tokenizer):
 
     model, tok = model_and_tokenizer
     gen = TransformersGenerator(model, tok)
-    prompt = [_prompt(tok, "Say something.")]
+    prompt = [chat_prompt(tok, "Say something.")]
     near_greedy = gen.generate(prompt, SamplingParams(n=3, max_new_tokens=16, seed=5, min_p=0.98))[0]
     for r in near_greedy:   # min_p kept only tokens within 2% of the likeliest's probability
         ids = torch.tensor([list(r.prompt_ids) + list(r.completion_ids)])
@@ -131,7 +117,7 @@ def test_stop_string_cuts_text_and_ids_consistently(model_and_tokenizer):
 
     model, tok = model_and_tokenizer
     gen = TransformersGenerator(model, tok)
-    prompt = [_prompt(tok, "What is 2 + 3?")]
+    prompt = [chat_prompt(tok, "What is 2 + 3?")]
     free = gen.generate(prompt, SamplingParams(n=1, max_new_tokens=24, seed=11, **FILTERS))[0][0]
     # A stop string that first completes in the middle of that completion.
     mid = len(free.completion_ids) // 2
@@ -263,7 +249,7 @@ needs_vllm = pytest.mark.skipif(not HAVE_VLLM, reason=WHY)
 def check_vllm_rollouts(gen, model, tok) -> None:
     """Filters, min_p, repetition_penalty and a stop string through a vLLM backend: the
     mismatch the learner reports stays near 0, the stop string cuts ids and text together."""
-    prompts = [_prompt(tok, "What is 2 + 3?"), _prompt(tok, "Count to five.")]
+    prompts = [chat_prompt(tok, "What is 2 + 3?"), chat_prompt(tok, "Count to five.")]
     params = SamplingParams(n=4, max_new_tokens=12, **FILTERS)
     rollouts = [r for g in gen.generate(prompts, params) for r in g]
     assert mismatch(model, rollouts, 1.0)["sampler_logp_diff_max"] < 1e-3

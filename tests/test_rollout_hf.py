@@ -8,22 +8,7 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch = pytest.importorskip("torch")
-from engine_reference import hf_logprobs  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def model_and_tokenizer():
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from proctor.tiny_model import tiny_model_path
-
-    path = tiny_model_path(pretrain_steps=0)
-    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
-
-
-def _prompt(tok, text: str) -> list[int]:
-    ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
-    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+from engine_reference import chat_prompt, hf_logprobs  # noqa: E402
 
 
 def test_groups_in_prompt_order_with_sampler_logprobs(model_and_tokenizer):
@@ -31,7 +16,7 @@ def test_groups_in_prompt_order_with_sampler_logprobs(model_and_tokenizer):
 
     model, tok = model_and_tokenizer
     gen = TransformersGenerator(model, tok, batch_size=4)
-    prompts = [_prompt(tok, "What is 2 + 3?"), _prompt(tok, "What is 10 - 4?")]
+    prompts = [chat_prompt(tok, "What is 2 + 3?"), chat_prompt(tok, "What is 10 - 4?")]
     groups = gen.generate(prompts, SamplingParams(n=3, max_new_tokens=6, temperature=0.7, seed=1))
     assert [len(g) for g in groups] == [3, 3]
     for prompt, group in zip(prompts, groups):
@@ -47,7 +32,7 @@ def test_seed_makes_sampling_reproducible_and_version_counts_syncs(model_and_tok
 
     model, tok = model_and_tokenizer
     gen = TransformersGenerator(model, tok)
-    p = [_prompt(tok, "What is 7 + 1?")]
+    p = [chat_prompt(tok, "What is 7 + 1?")]
     a = gen.generate(p, SamplingParams(n=2, max_new_tokens=5, seed=3))
     b = gen.generate(p, SamplingParams(n=2, max_new_tokens=5, seed=3))
     assert [r.completion_ids for r in a[0]] == [r.completion_ids for r in b[0]]
@@ -69,7 +54,7 @@ def test_stop_token_ends_a_completion(model_and_tokenizer):
         bias[tok.eos_token_id] = 1e4
         handle = head.register_forward_hook(lambda m, i, o: o + bias)
     try:
-        group = gen.generate([_prompt(tok, "Hi")], SamplingParams(n=2, max_new_tokens=5))[0]
+        group = gen.generate([chat_prompt(tok, "Hi")], SamplingParams(n=2, max_new_tokens=5))[0]
     finally:
         handle.remove()
         head.weight.data.copy_(saved)
