@@ -6,7 +6,7 @@ import itertools
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import docker
 import docker.errors
@@ -16,13 +16,21 @@ from .errors import InfraError
 from .protocol import Channel, raw_socket
 
 # The fork server runs as root with the few capabilities it needs to clean up after a
-# job (kill its processes, empty the places it wrote to) and to become the job's user in
-# each job process (server/confine.py): jobs run as uid 1000 with no capability, and a
-# process may signal only its own uid's processes, so no job can stop or kill the server.
+# job (kill its processes, empty the places it wrote to), to make each job's directories
+# for its users (CHOWN), and to become the job's user in each job process
+# (server/confine.py): jobs run as uid 1000 (their tests, where apart, as 1001) with no
+# capability, and a process may signal only its own uid's processes, so no job can stop
+# or kill the server.
 SERVER_USER = "0:0"
-SERVER_CAPS = ["KILL", "SETUID", "SETGID", "DAC_OVERRIDE", "FOWNER"]
+SERVER_CAPS = ["KILL", "SETUID", "SETGID", "DAC_OVERRIDE", "FOWNER", "CHOWN"]
+# The server's own tmpfs (builds, installed programs): fixed, apart from the job's budget.
+PRIVATE_MB = 256
+# Files a job may make on its tmpfs: bounds the clean-up after a job (and so the time a
+# job can make the server spend on it).
+JOB_INODES = 32768
 LABEL = "proctor.sandbox"
 _serial = itertools.count()
+CaseCheck = Callable[[int, Optional[str]], bool]
 
 
 @dataclass(frozen=True)
@@ -40,14 +48,11 @@ class ContainerSpec:
     def host_config(self, api: docker.APIClient) -> dict:
         # The job's memory budget, plus room for the server and for the tmpfs pages
         # the job writes (tmpfs is charged to the container's memory cgroup).
-        mem = (self.memory_mb + self.disk_mb + self.disk_mb // 4 + 64) << 20
+        mem = (self.memory_mb + self.disk_mb + self.disk_mb // 4 + 96) << 20
         return api.create_host_config(
             network_mode="none",                 # loopback only
             read_only=True,
-            tmpfs={
-                "/work": f"rw,exec,nosuid,nodev,size={self.disk_mb}m,uid=1000,gid=1000,mode=0700",
-                "/tmp": f"rw,nosuid,nodev,size={max(1, self.disk_mb // 4)}m,uid=1000,gid=1000,mode=1777",
-            },
+            tmpfs=self._tmpfs(),
             shm_size=4 << 20,
             cap_drop=["ALL"],
             cap_add=SERVER_CAPS,
@@ -62,6 +67,16 @@ class ContainerSpec:
             init=False,                          # the server is PID 1: it reaps, and cannot be killed from inside
             runtime=self.runtime,
         )
+
+    def _tmpfs(self) -> dict[str, str]:
+        """Three root-owned mounts (server/layout.py): /job, where each job gets new directories
+        (/work is a symlink into it), and /tmp, both without exec; /run/proctor, the server's builds."""
+        inodes = "" if self.gvisor else f",nr_inodes={JOB_INODES}"
+        return {
+            "/job": f"rw,noexec,nosuid,nodev,size={self.disk_mb}m{inodes},uid=0,gid=0,mode=0755",
+            "/tmp": f"rw,noexec,nosuid,nodev,size={max(1, self.disk_mb // 4)}m{inodes},uid=0,gid=0,mode=1777",
+            "/run/proctor": f"rw,exec,nosuid,nodev,size={PRIVATE_MB}m,uid=0,gid=0,mode=0711",
+        }
 
     def _host_pids(self) -> int:
         if not self.gvisor:
@@ -170,12 +185,24 @@ class WarmContainer:
             self.id = None
 
     # ------------------------------------------------------------------ one job
-    def execute(self, request: dict, timeout_s: float) -> dict:
-        """Send one job; return the server's result message. Raises InfraError."""
+    def execute(self, request: dict, timeout_s: float, case_passed: Optional[CaseCheck] = None) -> dict:
+        """Send one job; return the server's result message. Raises InfraError.
+
+        ``case_passed(index, stdout_sha256)``: whether a stdin/stdout case matched; the
+        server asks, during a job that stops at its first failure, since only the host
+        knows the expected outputs.
+        """
         if self.channel is None:
             raise InfraError("container is not running")
         self.channel.send(request)
-        reply = self.channel.receive(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            reply = self.channel.receive(max(deadline - time.monotonic(), 0.01))
+            if reply.get("type") != "case" or reply.get("id") != request["id"]:
+                break
+            index, digest = reply.get("index"), reply.get("stdout_sha256")
+            go = case_passed is not None and isinstance(index, int) and case_passed(index, digest)
+            self.channel.send({"type": "go", "id": request["id"], "continue": bool(go)})
         self.jobs_served += 1
         if reply.get("type") == "error":
             raise InfraError(f"sandbox server failed on job {reply.get('id')}: {reply.get('error', '')[-800:]}")

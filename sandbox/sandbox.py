@@ -23,7 +23,7 @@ from .errors import HostDown, InfraError, NoHostAvailable, SandboxError
 from .hosts import TLSArg
 from .pool import HostPool
 from .types import LANGUAGES, Job, Limits, Result, infra_result
-from .verdict import build_result
+from .verdict import build_result, output_digest
 
 log = logging.getLogger("proctor.sandbox")
 Progress = Callable[[int, int], None]
@@ -378,7 +378,7 @@ class Sandbox:
         healthy = False
         t0 = time.monotonic()
         try:
-            reply = container.execute(request, timeout_s=reply_timeout(job))
+            reply = container.execute(request, timeout_s=reply_timeout(job), case_passed=case_check(job))
             # The server swept and scrubbed; if that left anything, the container goes. So
             # does one where the OOM killer struck: Docker's OOMKilled flag, which tells a
             # job that took the server down with it, must only ever speak of one job.
@@ -432,14 +432,27 @@ def _check_pending(max_pending: object) -> int:
 
 
 def encode_job(job: Job, job_id: int) -> dict:
+    """The job as the server gets it. A case's expected output is not in it: only the host compares."""
     files = {path: base64.b64encode(c.encode() if isinstance(c, str) else c).decode()
              for path, c in (job.files or {}).items()}
     return {
         "type": "job", "id": job_id, "language": job.language, "code": job.code, "tests": job.tests,
-        "cases": [list(c) for c in (job.cases or ())], "files": files,
+        "cases": [stdin for stdin, _expected in (job.cases or ())], "files": files,
         "limits": asdict(job.effective_limits), "nonce": secrets.token_hex(16),
         "stop_on_first_failure": job.stop_on_first_failure,
     }
+
+
+def case_check(job: Job) -> Optional[Callable[[int, Optional[str]], bool]]:
+    """Whether case i's output (its normalized sha256, from the server) matches the expected one."""
+    if not job.cases:
+        return None
+    cases = job.cases
+
+    def passed(index: int, digest: Optional[str]) -> bool:
+        return 0 <= index < len(cases) and digest is not None and digest == output_digest(cases[index][1])
+
+    return passed
 
 
 def reply_timeout(job: Job) -> float:
@@ -450,4 +463,4 @@ def reply_timeout(job: Job) -> float:
     return compile_s + runs * (lim.wall_s + 3.0) + 15.0
 
 
-__all__ = ["Sandbox", "default_slots", "encode_job", "reply_timeout"]
+__all__ = ["Sandbox", "case_check", "default_slots", "encode_job", "reply_timeout"]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass, replace
 from typing import Literal, Optional, Sequence, Union
 
 from .errors import BadJob
+from .jobcheck import check_job
 
 Language = Literal["python", "c", "cpp", "java", "go", "rust", "javascript"]
 LANGUAGES: tuple[str, ...] = ("python", "c", "cpp", "java", "go", "rust", "javascript")
@@ -63,10 +63,15 @@ FileContent = Union[str, bytes]
 class Job:
     """One program to run.
 
-    Python: ``tests`` is appended to ``code`` and run as one module (HumanEval style).
-    C/C++: ``code`` and ``tests`` are compiled as two translation units and linked.
+    Python: ``tests`` run as a module of their own in a judge process apart from the
+    program; every name ``code`` defines is visible to them (HumanEval style), and
+    their calls travel to the program's process as data. C/C++: ``code`` and ``tests``
+    are compiled as two translation units and linked; the tests call only what the
+    program defines for them (its other symbols stay its own).
     ``cases``: (stdin, expected stdout) pairs; each must match after trimming trailing
-    white space per line. ``files``: extra files written into the work dir first.
+    white space per line. The expected outputs never leave the host: the sandbox sends
+    back a hash of each output, compared here. ``files``: extra files written into the
+    work dir first (relative paths of plain names; ``main.py`` is the Python program's).
     ``stop_on_first_failure``: stop at the first run that fails (the tests, or a case):
     the cases after it are not run (``Result.cases_skipped`` counts them). For binary
     rewards, where only ``Result.passed`` matters.
@@ -94,15 +99,14 @@ class Job:
                         or not all(isinstance(part, str) for part in case)):
                     raise BadJob(f"Job.cases[{i}] must be a (stdin, expected_stdout) pair of str, got {case!r:.80}")
             object.__setattr__(self, "cases", tuple((c[0], c[1]) for c in cases))
-        if self.files is not None:
-            for path, content in self.files.items():
-                _check_file_path(path)
-                if not isinstance(content, (str, bytes)):
-                    raise BadJob(f"Job.files[{path!r}] must be str or bytes, got {type(content).__name__}")
+        if self.files is not None and not isinstance(self.files, dict):
+            raise BadJob(f"Job.files must be a dict of path -> str or bytes, got {type(self.files).__name__}")
         if self.limits is not None and not isinstance(self.limits, Limits):
             raise BadJob(f"Job.limits must be a Limits, got {type(self.limits).__name__}")
         if not isinstance(self.stop_on_first_failure, bool):
             raise BadJob(f"Job.stop_on_first_failure must be True or False, got {self.stop_on_first_failure!r}")
+        check_job(self.language, self.code, self.tests, self.cases or (), self.files,
+                  self.effective_limits.disk_mb)
 
     @property
     def effective_limits(self) -> Limits:
@@ -110,19 +114,6 @@ class Job:
 
     def with_limits(self, **changes: float) -> "Job":
         return replace(self, limits=replace(self.effective_limits, **changes))
-
-
-_RESERVED = {"main.py", "main.c", "main.cpp", "tests.c", "tests.cpp", "prog", ".proctor"}
-
-
-def _check_file_path(path: object) -> None:
-    if not isinstance(path, str) or not path:
-        raise BadJob(f"Job.files keys must be non-empty relative paths, got {path!r}")
-    norm = posixpath.normpath(path)
-    if path.startswith("/") or norm.startswith("..") or "\x00" in path:
-        raise BadJob(f"Job.files[{path!r}]: paths must stay inside the work dir (relative, no '..')")
-    if norm.split("/")[0] in _RESERVED:
-        raise BadJob(f"Job.files[{path!r}]: that name is reserved for the program itself; rename the file")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import codecs
+import hashlib
 import re
 import signal
 from typing import Optional
@@ -18,9 +19,14 @@ from .server.judge import normalize_output, outputs_match
 from .types import CaseResult, Job, Result, Status
 
 __all__ = ["build_result", "case_verdicts", "decode_output", "last_python_exception", "normalize_output",
-           "outputs_match", "step_status"]
+           "output_digest", "outputs_match", "step_status"]
 
 _PY_EXC = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
+
+
+def output_digest(text: str) -> str:
+    """sha256 of the normalized text: what the server reports of a case's output, to compare here."""
+    return hashlib.sha256(normalize_output(text).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def decode_output(data: bytes, limit: int) -> str:
@@ -67,8 +73,10 @@ def step_status(language: str, step: dict, stderr: str, *, needs_marker: bool) -
             return "memory"
         if step["exit_code"] == 0 and sig is None:
             return "passed" if (step["marker_ok"] or not needs_marker) else "failed"
-        if exc == "AssertionError":
-            return "failed"
+        if step.get("program_signal") is not None:
+            return "runtime_error"   # the program's process crashed while the tests called it
+        if exc in ("AssertionError", "ProgramExit"):
+            return "failed"          # ProgramExit: it exited inside a call of the tests
         if exc is not None or sig is not None:
             return "runtime_error"
         return "failed"   # sys.exit(n) with n != 0: the program reported failure itself
@@ -105,12 +113,13 @@ def case_verdicts(job: Job, steps: list[dict], cap: int) -> list[CaseResult]:
     out_cases = []
     for step, (_stdin, expected) in zip([s for s in steps if s["kind"] == "case"], job.cases or ()):
         out, err = _text(step, "stdout", cap), _text(step, "stderr", cap)
-        # Output is compared outside the program (by the server), so exiting early cannot forge it.
+        # Output is compared outside the program (here), so exiting early cannot forge it.
         case_status = step_status(job.language, step, err, needs_marker=False)
         if job.language == "python" and step.get("syntax_error"):
             case_status = "compile_error"
-        # The server compared the whole output (it ships at most CASE_SHIP bytes of it back).
-        if case_status == "passed" and not step.get("output_match", outputs_match(out, expected)):
+        # The server hashed the whole output (it ships at most CASE_SHIP bytes of it back);
+        # the expected output never left the host.
+        if case_status == "passed" and step.get("stdout_sha256") != output_digest(expected):
             case_status = "failed"
         out_cases.append(CaseResult(status=case_status, passed=case_status == "passed", stdout=out,
                                     stderr=err, exit_code=step["exit_code"], wall_s=step["wall_s"],

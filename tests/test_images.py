@@ -135,8 +135,10 @@ def test_python_image_runs_as_uid_1000_with_python3(client, built: dict[str, str
     assert _run(client, ref, "id", "-u").strip() == "1000"
     assert _run(client, ref, "id", "-g").strip() == "1000"
     assert _run(client, ref, "python3", "-c", "print(6 * 7)").strip() == "42"
-    assert _run(client, ref, "pwd").strip() == "/work"
+    # /work is a symlink into /job, the tmpfs where the server makes each job's directories.
+    assert _run(client, ref, "readlink", "/work").strip() == "/job/work"
     assert "forkserver.py" in _run(client, ref, "ls", "/opt/proctor")
+    assert _run(client, ref, "id", "-u", "judge").strip() == "1001"   # the Python/JavaScript tests' user
 
 
 @pytest.mark.docker
@@ -146,4 +148,5 @@ def test_cpp_image_has_compilers(client, built: dict[str, str]) -> None:
     assert "gcc" in _run(client, ref, "gcc", "--version")
     assert "g++" in _run(client, ref, "g++", "--version")
     program = 'int main(){return 0;}'
-    assert _run(client, ref, "sh", "-c", f"echo '{program}' > t.cc && g++ -o t t.cc && ./t && echo ok").strip() == "ok"
+    assert _run(client, ref, "sh", "-c",
+                f"cd /tmp && echo '{program}' > t.cc && g++ -o t t.cc && ./t && echo ok").strip() == "ok"

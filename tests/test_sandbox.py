@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import random
+import textwrap
 import threading
 import time
 
@@ -211,21 +213,68 @@ UNITTEST_TESTS = ("import unittest\nclass T(unittest.TestCase):\n    def test(se
     ("def add(a, b):\n    return a - b\n", "failed"),
     ("import unittest, sys\nunittest.main = lambda *a, **k: sys.exit(0)\ndef add(a, b):\n    return 0\n", "failed"),
     ("import unittest\nunittest.main(argv=['x'])\n", "failed"),
-    ("def add(a, b):\n    import sys\n    sys.exit(0)\n", "runtime_error"),   # unittest reports the SystemExit
+    ("def add(a, b):\n    import sys\n    sys.exit(0)\n", "failed"),   # it exited inside a call of the tests
 ])
 def test_unittest_main_counts_only_when_the_tests_call_it(sandbox, code, expected):
     assert sandbox.run(Job("python", code, tests=UNITTEST_TESTS)).status == expected
 
 
-@pytest.mark.parametrize("attack", [
-    "import gc\ngc.get_objects()",
-    "import gc, sys\ngc.get_referrers(sys._getframe())",
-    "import sys\nsys.settrace(lambda *a: None)",
-    "import ctypes\nctypes.string_at(id(0), 8)",
-    "import ctypes\nbuf = ctypes.create_string_buffer(8)\nctypes.memmove(buf, id(0), 8)",
-    "import ctypes\nctypes.CDLL(None)",
-    "open('/proc/self/mem', 'rb')",
-])
-def test_ways_into_the_harness_are_refused(sandbox, attack):
-    r = sandbox.run(Job("python", attack, tests="print('tests ran')"))
-    assert r.status == "runtime_error" and "not available in the sandbox" in r.stderr
+# A program scanning its own memory for the tests: each way reads every readable mapping
+# of its process and prints what follows the prefix. The tests hold PREFIX + a fresh
+# random number; the program does not know it, so it can only find it in a leak.
+MEMORY_SCANS = {
+    "/proc/self/mem": r'''
+        def scan():
+            import ctypes
+            ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)   # dumpable again: /proc/self/mem is ours to open
+            found = set()
+            with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as mem:
+                for line in maps:
+                    span, perms = line.split()[:2]
+                    if "r" not in perms:
+                        continue
+                    start, end = (int(x, 16) for x in span.split("-"))
+                    try:
+                        mem.seek(start)
+                        data = mem.read(end - start)
+                    except (OSError, OverflowError, ValueError):
+                        continue
+                    found.update(m.decode() for m in re.findall(rb"TESTS-SECRET-(\d{12})", data))
+            return found
+    ''',
+    "gc.get_objects": r'''
+        def scan():
+            import gc
+            found = set()
+            for obj in gc.get_objects():
+                text = repr(obj)[:100000] if isinstance(obj, (dict, list, tuple)) else ""
+                found.update(re.findall(r"TESTS-SECRET-(\d{12})", text))
+            return found
+    ''',
+    "ctypes.string_at": r'''
+        def scan():
+            import ctypes
+            found = set()
+            for line in open("/proc/self/maps"):
+                span, perms = line.split()[:2]
+                start, end = (int(x, 16) for x in span.split("-"))
+                if "r" in perms and "[v" not in line:
+                    try:
+                        data = ctypes.string_at(start, end - start)
+                    except (OSError, ValueError):
+                        continue
+                    found.update(m.decode() for m in re.findall(rb"TESTS-SECRET-(\d{12})", data))
+            return found
+    ''',
+}
+
+
+@pytest.mark.parametrize("way", list(MEMORY_SCANS))
+def test_a_program_reading_its_own_memory_finds_no_tests(sandbox, way):
+    """The tests run in the judge's process: the program's memory holds nothing of them."""
+    secret = "".join(random.choice("0123456789") for _ in range(12))
+    code = "import re\n" + textwrap.dedent(MEMORY_SCANS[way]) + "\ndef probe():\n    print(sorted(scan()))\n    return 1\n"
+    tests = f"SECRET = 'TESTS-SECRET-{secret}'\nassert probe() == 1, SECRET\n"
+    r = sandbox.run(Job("python", code, tests=tests, limits=Limits(cpu_s=10, wall_s=20, memory_mb=512)))
+    assert r.status == "passed", f"{r.status}: {r.stderr[-500:]}"
+    assert secret not in r.stdout, f"the program found the tests' secret in its own memory: {r.stdout[-300:]}"

@@ -75,9 +75,11 @@ FORGED: dict[str, dict[str, tuple[str, str, str]]] = {
         "std::process::exit(0)": ("    std::process::exit(0);\n" + RUST_END, "", "failed"),
         "exit(0) from a thread": ("    std::thread::spawn(|| std::process::exit(0)).join().unwrap();\n    false\n"
                                   + RUST_END, "", "failed"),
-        "libc exit(0)": ("    unsafe { exit(0) }\n" + RUST_END, 'extern "C" { fn exit(code: i32) -> !; }\n', "failed"),
+        # unsafe code does not compile (rustc -F unsafe_code): no libc call, no code before main.
+        "libc exit(0)": ("    unsafe { exit(0) }\n" + RUST_END, 'extern "C" { fn exit(code: i32) -> !; }\n',
+                         "compile_error"),
         "libc _exit(0)": ("    unsafe { _exit(0) }\n" + RUST_END, 'extern "C" { fn _exit(code: i32) -> !; }\n',
-                          "failed"),
+                          "compile_error"),
         "__real_exit past the wrapper": ("    unsafe { __real_exit(0) }\n" + RUST_END,
                                          'extern "C" { fn __real_exit(code: i32) -> !; }\n', "compile_error"),
         "__real_exit by link_name": ("    unsafe { e(0) }\n" + RUST_END,
@@ -90,7 +92,7 @@ FORGED: dict[str, dict[str, tuple[str, str, str]]] = {
             "    return false;\n" + RUST_END,
             "#[macro_export]\nmacro_rules! assert_eq { ($($t:tt)*) => {}; }\n", "compile_error"),
         "local assert_eq! after the tests": (
-            "    return false;\n" + RUST_END, "macro_rules! assert_eq { ($($t:tt)*) => {}; }\n", "failed"),
+            "    return false;\n" + RUST_END, "macro_rules! assert_eq { ($($t:tt)*) => {}; }\n", "compile_error"),
         "attribute swallowing the tests": ("    return false;\n" + RUST_END, "#[cfg(any())]\n", "compile_error"),
     },
     "javascript": {
@@ -121,7 +123,7 @@ FORGED: dict[str, dict[str, tuple[str, str, str]]] = {
     },
 }
 # Go: the imports the hacks above use, added to the prompt's import block.
-GO_IMPORTS = '    "os"\n    "syscall"\n    "proctorguard"\n    _ "unsafe"\n'
+GO_IMPORTS = '    "os"\n    "syscall"\n    "proctorguard"\n'
 GO_USES = "var _ = math.Abs\nvar _ = os.Exit\nvar _ = syscall.Exit\n"
 
 

@@ -20,7 +20,8 @@ from proctor.sandbox.cache import job_key, result_from_json
 from proctor.sandbox.images import base_ref
 from proctor.sandbox.server.judge import step_failed
 from proctor.sandbox.types import CaseResult, infra_result
-from proctor.sandbox.verdict import build_result
+from proctor.sandbox.sandbox import case_check
+from proctor.sandbox.verdict import build_result, output_digest
 
 FAST = Limits(cpu_s=1, wall_s=3)
 # Prints a value no second run could repeat: equal stdout across jobs means one run.
@@ -184,15 +185,17 @@ def test_bad_cache_arguments_say_what_to_pass(tmp_path):
 
 # ---------------------------------------------------------------- stop_on_first_failure: the verdict
 
-def _step(kind: str, out: bytes = b"", exit_code: int = 0, match: bool | None = None, marker: bool = True) -> dict:
+def _step(kind: str, out: bytes = b"", exit_code: int = 0, marker: bool = True) -> dict:
+    """A step as the server reports it: a case's output also as the hash the host compares."""
+    digest = output_digest(out.decode()) if kind == "case" else None
     return {"kind": kind, "stdout": base64.b64encode(out).decode(), "stderr": "", "exit_code": exit_code,
             "signal": None, "wall_s": 0.01, "cpu_s": 0.01, "timed_out": None, "output_limit": False,
-            "oom": False, "marker_ok": marker, "syntax_error": False, "left_behind": 0, "output_match": match}
+            "oom": False, "marker_ok": marker, "syntax_error": False, "left_behind": 0, "stdout_sha256": digest}
 
 
 def test_the_verdict_ends_the_case_list_at_the_first_failure():
     cases = [("1", "1"), ("2", "2"), ("3", "3"), ("4", "4")]
-    steps = [_step("case", b"1", match=True), _step("case", b"x", match=False), _step("case", b"3", match=True)]
+    steps = [_step("case", b"1"), _step("case", b"x"), _step("case", b"3")]
     reply = {"steps": steps, "clean": True}
     stopped = build_result(Job("python", "c", cases=cases, stop_on_first_failure=True), reply)
     assert [c.status for c in stopped.cases] == ["passed", "failed"] and stopped.cases_skipped == 2
@@ -208,11 +211,20 @@ def test_failed_tests_skip_every_case_when_stopping():
 
 
 def test_the_server_only_stops_where_the_verdict_must_fail():
-    assert not step_failed(_step("case", b"1", match=True))
-    assert step_failed(_step("case", b"1", match=False))
-    assert step_failed(_step("case", b"1", exit_code=1, match=True))
+    # Whether a case's output matched, only the host knows (the server never sees the
+    # expected output): the server stops by itself only on an unclean run.
+    assert not step_failed(_step("case", b"1"))
+    assert step_failed(_step("case", b"1", exit_code=1))
     assert step_failed(_step("run", marker=False)) and not step_failed(_step("run"))
-    assert step_failed({**_step("case", match=True), "timed_out": "cpu"})
+    assert step_failed({**_step("case"), "timed_out": "cpu"})
+
+
+def test_the_host_answers_whether_a_case_matched():
+    check = case_check(Job("python", "c", cases=[("1", "one\n"), ("2", "two")], stop_on_first_failure=True))
+    assert check(0, output_digest("one   \n\n")) and check(1, output_digest("two\n"))
+    assert not check(0, output_digest("two")) and not check(1, None)
+    assert not check(2, output_digest("one")) and not check(-1, output_digest("one"))
+    assert case_check(Job("python", "c")) is None
 
 
 def test_stop_on_first_failure_must_be_a_bool():

@@ -15,15 +15,17 @@ from proctor.sandbox import BadJob, Job, Limits
 from proctor.sandbox.errors import InfraError
 from proctor.sandbox.protocol import FrameDecoder, encode_frame
 from proctor.sandbox.verdict import (build_result, decode_output, last_python_exception,
-                                     normalize_output, outputs_match, step_status)
+                                     normalize_output, output_digest, outputs_match, step_status)
 
 
 def step(kind="run", stdout=b"", stderr=b"", exit_code=0, sig=None, timed_out=None,
          output_limit=False, oom=False, marker_ok=True, syntax_error=False, wall_s=0.01) -> dict:
+    """A step as the server reports it: a case's output also as the hash the host compares."""
+    digest = output_digest(stdout.decode("utf-8", errors="replace")) if kind == "case" else None
     return {"kind": kind, "stdout": base64.b64encode(stdout).decode(), "stderr": base64.b64encode(stderr).decode(),
-            "exit_code": exit_code, "signal": sig, "wall_s": wall_s, "cpu_s": wall_s, "timed_out": timed_out,
-            "output_limit": output_limit, "oom": oom, "marker_ok": marker_ok, "syntax_error": syntax_error,
-            "left_behind": 0}
+            "stdout_sha256": digest, "exit_code": exit_code, "signal": sig, "wall_s": wall_s, "cpu_s": wall_s,
+            "timed_out": timed_out, "output_limit": output_limit, "oom": oom, "marker_ok": marker_ok,
+            "syntax_error": syntax_error, "left_behind": 0}
 
 
 def verdict(job: Job, *steps: dict):

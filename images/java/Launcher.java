@@ -1,15 +1,23 @@
 package proctor.launcher;
 
+import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
 import java.io.FileInputStream;
 import java.io.FileOutputStream;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.PrintStream;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
+import java.net.URL;
 import java.security.SecureRandom;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Enumeration;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 
 /**
  * Runs a Java job's main class and proves that its main() returned.
@@ -22,6 +30,11 @@ import java.util.List;
  * reflection cannot reach it, and the JVM runs with the attach mechanism off. A
  * System.exit or Runtime.halt from the program ends the JVM before the marker is
  * written.
+ *
+ * <p>The classes (the program's and the tests') arrive on fd 5 as one bundle, which
+ * this class reads to its end before any of them is defined: no class file of the
+ * tests is ever a file the program could read. They are defined by one loader
+ * ({@link Classes}), which shows no resources and refuses to change assertion status.
  *
  * <p>Arguments: the candidate main classes, in order; the first with a
  * {@code public static void main(String[])} runs.
@@ -36,10 +49,11 @@ public final class Launcher {
         byte[] mask = new byte[MAX];
         byte[] masked = new byte[MAX];
         int length = readNonce(mask, masked);
+        Classes classes = new Classes(readBundle());
         PrintStream out = System.out;
         PrintStream err = System.err;
         FileOutputStream marker = new FileOutputStream("/proc/self/fd/3");
-        Method entry = findMain(args);
+        Method entry = findMain(classes, args);
         if (entry == null) {
             err.println("[proctor] no class of " + String.join(", ", args)
                     + " has a public static void main(String[] args)");
@@ -88,8 +102,100 @@ public final class Launcher {
         return length;
     }
 
-    private static Method findMain(String[] names) {
-        ClassLoader loader = ClassLoader.getSystemClassLoader();
+    /** The class bundle of fd 5: a count, then (name, bytes) records; empty when there is none. */
+    private static Map<String, byte[]> readBundle() throws IOException {
+        Map<String, byte[]> out = new HashMap<>();
+        byte[] all;
+        try (InputStream in = new FileInputStream("/proc/self/fd/5")) {
+            ByteArrayOutputStream buffer = new ByteArrayOutputStream();
+            in.transferTo(buffer);
+            all = buffer.toByteArray();
+        } catch (IOException e) {
+            return out;
+        }
+        if (all.length == 0) {
+            return out;
+        }
+        DataInputStream data = new DataInputStream(new java.io.ByteArrayInputStream(all));
+        int count = data.readInt();
+        for (int i = 0; i < count; i++) {
+            byte[] name = new byte[data.readInt()];
+            data.readFully(name);
+            byte[] bytes = new byte[data.readInt()];
+            data.readFully(bytes);
+            out.put(new String(name, java.nio.charset.StandardCharsets.UTF_8), bytes);
+        }
+        return out;
+    }
+
+    /**
+     * The one loader of a job's classes: defines each from the bundle when first asked
+     * (then forgets its bytes), shows no resources (no class file to read back), and
+     * refuses every change of assertion status (the tests' {@code assert}s stay on).
+     */
+    static final class Classes extends ClassLoader {
+        private final Map<String, byte[]> bytes;
+
+        Classes(Map<String, byte[]> bytes) {
+            super("proctor-job", ClassLoader.getPlatformClassLoader());
+            super.setDefaultAssertionStatus(true);
+            this.bytes = bytes;
+        }
+
+        @Override
+        protected Class<?> findClass(String name) throws ClassNotFoundException {
+            byte[] b;
+            synchronized (bytes) {
+                b = bytes.remove(name);
+            }
+            if (b == null) {
+                throw new ClassNotFoundException(name);
+            }
+            return defineClass(name, b, 0, b.length);
+        }
+
+        @Override
+        public URL getResource(String name) {
+            return null;
+        }
+
+        @Override
+        public Enumeration<URL> getResources(String name) {
+            return Collections.emptyEnumeration();
+        }
+
+        @Override
+        public InputStream getResourceAsStream(String name) {
+            return null;
+        }
+
+        @Override
+        protected URL findResource(String name) {
+            return null;
+        }
+
+        @Override
+        public void setDefaultAssertionStatus(boolean enabled) {
+            throw new UnsupportedOperationException("assertion status cannot change in the sandbox");
+        }
+
+        @Override
+        public void setPackageAssertionStatus(String packageName, boolean enabled) {
+            throw new UnsupportedOperationException("assertion status cannot change in the sandbox");
+        }
+
+        @Override
+        public void setClassAssertionStatus(String className, boolean enabled) {
+            throw new UnsupportedOperationException("assertion status cannot change in the sandbox");
+        }
+
+        @Override
+        public void clearAssertionStatus() {
+            throw new UnsupportedOperationException("assertion status cannot change in the sandbox");
+        }
+    }
+
+    private static Method findMain(ClassLoader loader, String[] names) {
         for (String name : names) {
             try {
                 Class<?> cls = Class.forName(name, false, loader);

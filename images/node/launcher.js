@@ -16,7 +16,9 @@
 // the tests' checks. Both scripts are parsed before either runs: a syntax error
 // exits with status 3 (the host reports compile_error). Usage:
 // node launcher.js [--sandbox-fds] WORKDIR PROGRAM [TESTS]; --sandbox-fds says that
-// fds 3 and 4 are the server's (elsewhere they may be node's own pipes).
+// fds 3 and 4 are the server's (elsewhere they may be node's own pipes), and that the
+// scripts come on pipes (fd 5: the program, fd 6: the tests), read to their end
+// before any code runs, PROGRAM and TESTS being only their names in messages.
 const fs = require('fs');
 const vm = require('vm');
 const path = require('path');
@@ -123,8 +125,8 @@ function die(error, status) {
   reallyExit(status);
 }
 
-function parse(file) {
-  const source = fs.readFileSync(file, 'utf8');
+function parse(file, fd) {
+  const source = fs.readFileSync(sandboxFds ? fd : file, 'utf8');
   try {
     return new vm.Script(source, { filename: file });
   } catch (error) {
@@ -144,8 +146,8 @@ function blockingOutput() {
 function main() {
   blockingOutput();
   const scripts = [];
-  for (const file of [programPath, testsPath]) {
-    if (file !== undefined) scripts.push(parse(file));
+  for (const [file, fd] of [[programPath, 5], [testsPath, 6]]) {
+    if (file !== undefined) scripts.push(parse(file, fd));
   }
   lockDown();
   globalThis.require = createRequire(path.join(workDir, 'main.js'));

@@ -2,18 +2,20 @@
 
 Stdlib only: copied into the images beside the fork server.
 
-Every language proves that its tests ran to their end the same way as C/C++ and
-Python do: the server hands the run a one-time nonce on fd 4, and a guard that
-runs before any code of the program (a launcher, a package init, a preinit
-entry) reads it and writes it back on fd 3 only when the tests (a program
-without tests: its main) returned. An early exit with status 0 (System.exit,
-os.Exit, std::process::exit, process.exit) therefore never passes. The guards live in each image
-(/opt/proctor/LANG, built from images/LANG); this module drives the compilers.
+Every step runs as the job's user in the build dir (layout.BUILD), which is gone
+before the program runs; what the program needs at run time moves to layout.BIN
+(root's) or travels on a pipe its launcher drains before any code of the program
+runs. So no test source, object or class file is ever a file the program can read.
 
-Sources go to /work/.proctor/src (a reserved name), build outputs to
-/work/.proctor/build, a native program to /work/prog: nothing a job's own
-``files`` can clash with. All compile steps of a job share one budget of
-``limits["compile_s"]``, so the host's reply deadline holds.
+Tests that run inside the program's process (these four languages) prove that they
+ran to their end the way C/C++ do: the server hands the run a one-time nonce on
+fd 4, and a guard that runs before any code of the program (a launcher, a package
+init, a preinit entry) reads it and writes it back on fd 3 only when the tests (a
+program without tests: its main) returned. An early exit with status 0
+(System.exit, os.Exit, std::process::exit, process.exit) therefore never passes.
+The guards live in each image (/opt/proctor/LANG, built from images/LANG); this
+module drives the compilers. All compile steps of a job share one budget of
+``limits["compile_s"]`` (native.Budget), so the host's reply deadline holds.
 """
 
 from __future__ import annotations
@@ -21,57 +23,30 @@ from __future__ import annotations
 import base64
 import os
 import re
-import time
-from typing import Callable
+import shutil
+import struct
 
 import confine
-from hygiene import GVISOR, WORK
+import layout
+from native import Budget, install, ok, refused
+from runstep import Launch
 
 LANGUAGES = ("java", "go", "rust", "javascript")
-SRC = ".proctor/src"          # relative to WORK, the cwd of every step: short paths in messages
-BUILD = ".proctor/build"
 OPT = "/opt/proctor"
-# Symbols a native program may not reference: they reach past the exit guard (guard.c).
-GUARD_FORBIDDEN = ("__real_exit", "__wrap_exit", "dlsym", "dlvsym", "dlopen", "dlmopen",
-                   "dl_iterate_phdr", "__libc_start_main", "proctor_guard")
+GUARD_O = f"{OPT}/native/guard.o"
 
-RunStep = Callable[..., dict]
-Built = tuple[list[dict], "dict | None"]   # compile steps, and run_step's arguments (None: build failed)
+Built = tuple[list[dict], "Launch | None"]   # compile steps, and how to run (None: the build failed)
 
 
-def build(job: dict, limits: dict, run_step: RunStep) -> Built:
-    """Write the job's sources and build its program with `run_step`."""
-    confine.makedirs(os.path.join(WORK, SRC))   # the job's compilers write there, as the job's user
-    confine.makedirs(os.path.join(WORK, BUILD))
-    budget = Budget(limits, run_step)
-    return BUILDERS[job["language"]](job, limits, budget)
+def build(job: dict, budget: Budget, gvisor: bool) -> Built:
+    """Write the job's sources into a fresh build dir and build its program."""
+    layout.make_build_dir()
+    return BUILDERS[job["language"]](job, budget, gvisor)
 
 
-class Budget:
-    """Runs compile steps against one shared deadline of compile_s."""
-
-    def __init__(self, limits: dict, run_step: RunStep) -> None:
-        self.limits, self.run_step = limits, run_step
-        self.end = time.monotonic() + limits["compile_s"]
-
-    def step(self, argv: list[str]) -> dict:
-        left = max(self.end - time.monotonic(), 0.05)
-        return self.run_step("compile", self.limits, argv=argv, wall_s=left, cpu_s=left)
-
-
-def ok(step: dict) -> bool:
-    return step["exit_code"] == 0 and not step["timed_out"] and not step["oom"]
-
-
-def refused(step: dict, why: str) -> dict:
-    """Turn a checking step into a failed compile that says why."""
-    step.update(exit_code=1, signal=None, stdout="", stderr=base64.b64encode(f"[proctor] {why}\n".encode()).decode())
-    return step
-
-
-def write_src(name: str, text: str) -> str:
-    rel = os.path.join(SRC, name)
-    confine.write(os.path.join(WORK, rel), text.encode())
+def write_src(rel: str, text: str) -> str:
+    """Write a source file into the build dir (as the job's user); returns its relative path."""
+    confine.write(os.path.join(layout.BUILD, rel), text.encode())
     return rel
 
 
@@ -85,12 +60,22 @@ def undefined_symbols(nm_step: dict) -> set[str]:
 # --------------------------------------------------------------------------- Java
 
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
-# Under gVisor the runtimes start from readable copies (images/java, images/node): gVisor
-# refuses to exec a binary its caller cannot read, and keeps every process out of an
-# ancestor's /proc/PID/mem, dumpable or not (measured), which the execute-only binaries
-# (non-dumpable runtimes) ensure under runc.
-JAVA = f"{JAVA_HOME}/bin/java-readable" if GVISOR else f"{JAVA_HOME}/bin/java"
 JAVA_JIT = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-Xshare:auto"]
+# javac's JVM under the compilers' address-space limit: without these it reserves a
+# gigabyte of class space and a quarter of the machine for its heap.
+JAVAC_MEMORY = ["-Xmx512m", "-XX:CompressedClassSpaceSize=64m", "-XX:ReservedCodeCacheSize=64m",
+                "-XX:MaxMetaspaceSize=256m"]
+BUNDLE_FD = 5
+
+
+def java_binary(gvisor: bool) -> str:
+    """Under gVisor the runtimes start from readable copies (images/java, images/node): gVisor
+    refuses to exec a binary its caller cannot read, and keeps every process out of an
+    ancestor's /proc/PID/mem, dumpable or not (measured), which the execute-only binaries
+    (non-dumpable runtimes) ensure under runc."""
+    return f"{JAVA_HOME}/bin/java-readable" if gvisor else f"{JAVA_HOME}/bin/java"
+
+
 _JAVA_TYPE = re.compile(r"\b(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
 _JAVA_SKIP = re.compile(r'//[^\n]*|/\*.*?\*/|"""(?:\\.|[^\\])*?"""|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
                         re.S)
@@ -136,7 +121,8 @@ def java_hidden_types(code: str, tests: str) -> list[str]:
     return sorted({name for name, _ in java_top_types(code)} & known)
 
 
-def build_java(job: dict, limits: dict, budget: Budget) -> Built:
+def build_java(job: dict, budget: Budget, gvisor: bool) -> Built:
+    """javac both units; the classes reach the launcher on a pipe (fd 5), never as files the program can read."""
     units = [("code", job["code"])] + ([("tests", job["tests"])] if job.get("tests") else [])
     hidden = java_hidden_types(job["code"], job["tests"]) if job.get("tests") else []
     if hidden:
@@ -147,22 +133,39 @@ def build_java(job: dict, limits: dict, budget: Budget) -> Built:
     for folder, text in units:
         public = [name for name, is_public in java_top_types(text) if is_public]
         # javac wants a public class in a file of its name; the folders keep the units apart.
-        paths.append(write_src(f"{folder}/{public[0] if public else folder.title()}.java", text))
-    # Absolute: the class-data-sharing archive of the launcher records paths as given.
-    classes = os.path.join(WORK, BUILD, "classes")
-    javac = [f"{JAVA_HOME}/bin/javac", *(f"-J{f}" for f in JAVA_JIT), f"-J-XX:SharedArchiveFile={OPT}/java/javac.jsa",
-             "-J-Xlog:disable", "-J-Xlog:all=error:stderr", "-encoding", "UTF-8", "-proc:none", "-implicit:none",
-             "-nowarn", "-Xlint:none", "-d", classes, *paths]
+        paths.append(write_src(f"src/{folder}/{public[0] if public else folder.title()}.java", text))
+    # --limit-modules java.se: what the program can name is the Java SE API (no sun.misc.Unsafe).
+    javac = [f"{JAVA_HOME}/bin/javac", *(f"-J{f}" for f in JAVA_JIT + JAVAC_MEMORY),
+             f"-J-XX:SharedArchiveFile={OPT}/java/javac.jsa", "-J-Xlog:disable", "-J-Xlog:all=error:stderr",
+             "-encoding", "UTF-8", "-proc:none", "-implicit:none", "-nowarn", "-Xlint:none",
+             "--limit-modules", "java.se", "-d", "classes", *paths]
     step = budget.step(javac)
     if not ok(step):
         return [step], None
+    bundle = class_bundle(os.path.join(layout.BUILD, "classes"))
+    shutil.rmtree(layout.BUILD)
     # The main class: a public one of the tests (or of the program when there are none) first.
     candidates = sorted(java_top_types(units[-1][1]), key=lambda t: not t[1])
-    argv = [JAVA, *JAVA_JIT, f"-XX:SharedArchiveFile={OPT}/java/run.jsa", "-Xlog:disable",
+    limits = budget.limits
+    argv = [java_binary(gvisor), *JAVA_JIT, f"-XX:SharedArchiveFile={OPT}/java/run.jsa", "-Xlog:disable",
             "-Xlog:all=error:stderr", "-XX:+DisableAttachMechanism", f"-Xmx{limits['memory_mb']}m", "-Xss8m",
-            "-ea", "-Dfile.encoding=UTF-8", "-cp", classes, "-p", f"{OPT}/java/mods",
+            "-ea", "-Dfile.encoding=UTF-8", "-p", f"{OPT}/java/mods",
             "-m", "proctor.launcher/proctor.launcher.Launcher", *(name for name, _ in candidates)]
-    return [step], {"argv": argv, "data_limit": False}
+    return [step], Launch(argv=argv, nonce_fd=True, extra={BUNDLE_FD: bundle})
+
+
+def class_bundle(classes: str) -> bytes:
+    """Every class file under ``classes`` as one blob: count, then (name, bytes) records, big-endian."""
+    records = []
+    for root, _dirs, files in os.walk(classes):
+        for file in sorted(files):
+            if file.endswith(".class"):
+                path = os.path.join(root, file)
+                name = os.path.relpath(path, classes)[:-len(".class")].replace(os.sep, ".").encode()
+                with open(path, "rb") as f:
+                    data = f.read()
+                records.append(struct.pack(">I", len(name)) + name + struct.pack(">I", len(data)) + data)
+    return struct.pack(">I", len(records)) + b"".join(records)
 
 
 # --------------------------------------------------------------------------- Go
@@ -173,9 +176,14 @@ GO_PKGS = ["-I", f"{OPT}/go/pkg", "-I", "/usr/share/gocode/pkg/linux_amd64"]
 _GO_TEST = re.compile(r"^func\s+(Test(?:[^a-z]\w*)?)\s*\(\s*\w+\s+\*testing\.T\s*\)", re.M)
 _GO_PACKAGE = re.compile(r"^package\s+\w+", re.M)
 GO_PROG = "proctorprog"
+# The tests run from a generated main that trusts nothing the program could set before
+# it: os.Args is reset (no -test.run of the program's), and each test counts only if
+# its function returned without failing or skipping. A test that did not run to its end
+# (flags set by the program's init, a filter, runtime.Goexit) fails the run.
 GO_MAIN = """package main
 
 import (
+\t"fmt"
 \t"os"
 \t"testing"
 \t"testing/internal/testdeps"
@@ -184,12 +192,30 @@ import (
 \tprog "proctorprog"
 )
 
+var completed [%d]bool
+
+func counted(i int, f func(*testing.T)) func(*testing.T) {
+\treturn func(t *testing.T) {
+\t\tf(t)
+\t\tif !t.Failed() && !t.Skipped() {
+\t\t\tcompleted[i] = true
+\t\t}
+\t}
+}
+
 var tests = []testing.InternalTest{
 %s}
 
 func main() {
+\tos.Args = os.Args[:1]
 \tm := testing.MainStart(testdeps.TestDeps{}, tests, nil, nil, nil)
 \tcode := m.Run()
+\tfor i, done := range completed {
+\t\tif !done {
+\t\t\tfmt.Fprintf(os.Stderr, "[proctor] test %%s did not run to its end\\n", tests[i].Name)
+\t\t\tcode = 1
+\t\t}
+\t}
 \tif code == 0 {
 \t\tguard.Finish()
 \t}
@@ -217,6 +243,33 @@ func main() {
 }
 """
 _GO_MAIN_FUNC = re.compile(r"^func\s+main\s*\(\s*\)", re.M)
+_GO_COMMENTS = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|`[^`]*`|\'(?:\\.|[^\'\\\n])*\'', re.S)
+_GO_IMPORT = re.compile(r"\bimport\s*(\([^)]*\)|[^\n;]*)")
+_GO_PATH = re.compile(r'"((?:\\.|[^"\\\n])*)"|`([^`]*)`')
+# unsafe reaches any memory (the guard's nonce); "C" is cgo; go:linkname reaches any
+# symbol (the generated main's, the guard's); go:embed reads files at compile time.
+_GO_REFUSED_IMPORTS = ("unsafe", "C")
+_GO_REFUSED_DIRECTIVES = ("//go:linkname", "//go:embed", "//go:cgo_")
+
+
+def go_imports(code: str) -> set[str]:
+    """The import paths of a Go file (comments skipped, strings kept for the paths)."""
+    flat = _GO_COMMENTS.sub(lambda m: m.group(0) if m.group(0)[0] in "\"`" else " ", code)
+    paths = set()
+    for block in _GO_IMPORT.findall(flat):
+        for quoted, raw in _GO_PATH.findall(block):
+            paths.add(quoted or raw)
+    return paths
+
+
+def go_refusal(code: str) -> str | None:
+    imported = sorted(go_imports(code) & set(_GO_REFUSED_IMPORTS))
+    if imported:
+        return f'the program imports "{imported[0]}", which is not available in the sandbox'
+    directive = next((d for d in _GO_REFUSED_DIRECTIVES if d in code), None)
+    if directive:
+        return f"the program uses {directive}, which is not available in the sandbox"
+    return None
 
 
 def go_step(budget: Budget, argv: list[str]) -> dict:
@@ -228,16 +281,7 @@ def go_step(budget: Budget, argv: list[str]) -> dict:
     return step
 
 
-def go_link(budget: Budget, steps: list[dict], main_archive: str) -> Built:
-    link = [f"{GO_TOOLS}/link", "-o", "prog", "-L", f"{OPT}/go/pkg", "-L", "/usr/share/gocode/pkg/linux_amd64",
-            "-L", BUILD, main_archive]
-    steps.append(go_step(budget, link))
-    if not ok(steps[-1]):
-        return steps, None
-    return steps, {"argv": [os.path.join(WORK, "prog")], "data_limit": True}
-
-
-def build_go(job: dict, limits: dict, budget: Budget) -> Built:
+def build_go(job: dict, budget: Budget, gvisor: bool) -> Built:
     tests = job.get("tests")
     names = _GO_TEST.findall(tests) if tests else []
     if tests and not names:
@@ -245,36 +289,68 @@ def build_go(job: dict, limits: dict, budget: Budget) -> Built:
         return [refused(budget.step(["/bin/true"]), why)], None
     if not tests and not _GO_MAIN_FUNC.search(job["code"]):
         return [refused(budget.step(["/bin/true"]), "a Go program without tests needs a func main()")], None
+    why = go_refusal(job["code"])
+    if why:
+        return [refused(budget.step(["/bin/true"]), why)], None
     # The program (and its tests) become an importable package whose init runs after the
     # guard's; a generated main runs the tests, or the program's own main.
     units = [("code.go", job["code"])] + ([("tests.go", tests)] if tests else [])
     files = [write_src(name, _GO_PACKAGE.sub(f"package {GO_PROG}", text, count=1)) for name, text in units]
     files.append(write_src("zz_proctor_guard.go", f'package {GO_PROG}\n\nimport _ "proctorguard"\n'))
     compile_ = [f"{GO_TOOLS}/compile", "-pack", *GO_PKGS]
-    steps = [go_step(budget, [*compile_, "-p", GO_PROG, "-o", f"{BUILD}/{GO_PROG}.a", *files])]
+    steps = [go_step(budget, [*compile_, "-p", GO_PROG, "-o", f"{GO_PROG}.a", *files])]
     if not ok(steps[-1]):
         return steps, None
-    steps.append(budget.step([f"{GO_TOOLS}/nm", f"{BUILD}/{GO_PROG}.a"]))
+    steps.append(budget.step([f"{GO_TOOLS}/nm", f"{GO_PROG}.a"]))
     reaching = sorted(s for s in undefined_symbols(steps[-1])
                       if s.startswith("proctorguard.") and s != "proctorguard..inittask")
     if not ok(steps[-1]) or reaching:
         why = ("the program references the test guard (" + ", ".join(reaching) + ")" if reaching
                else "could not list the program's symbols")
         return [refused(steps[-1], why)], None
-    main_src = GO_MAIN % "".join(f'\t{{"{n}", prog.{n}}},\n' for n in names) if tests else GO_PLAIN_MAIN
+    if tests:
+        entries = "".join(f'\t{{"{n}", counted({i}, prog.{n})}},\n' for i, n in enumerate(names))
+        main_src = GO_MAIN % (len(names), entries)
+    else:
+        main_src = GO_PLAIN_MAIN
     main_go = write_src("proctor_main.go", main_src)
-    steps.append(go_step(budget, [*compile_, "-p", "main", "-I", BUILD, "-o", f"{BUILD}/main.a", main_go]))
+    steps.append(go_step(budget, [*compile_, "-p", "main", "-I", ".", "-o", "main.a", main_go]))
     if not ok(steps[-1]):
         return steps, None
-    return go_link(budget, steps, f"{BUILD}/main.a")
+    link = [f"{GO_TOOLS}/link", "-o", "prog", "-L", f"{OPT}/go/pkg", "-L", "/usr/share/gocode/pkg/linux_amd64",
+            "-L", ".", "main.a"]
+    steps.append(go_step(budget, link))
+    if not ok(steps[-1]):
+        return steps, None
+    return steps, Launch(argv=[install(os.path.join(layout.BUILD, "prog"), gvisor)], data_limit=True,
+                         nonce_fd=True)
 
 
 # --------------------------------------------------------------------------- Rust
 
 RUSTC = "/usr/bin/rustc"
-
-
 _RUST_ALLOW = re.compile(r"\s*#!\[allow\([\w:, ]*\)\]\s*")
+_RUST_SKIP = re.compile(r'//[^\n]*|/\*.*?\*/|b?"(?:\\.|[^"\\])*"|b?r(#*)".*?"\1|\'(?:\\.|[^\'\\\n])\'', re.S)
+# Names the tests rely on: std's prelude types, traits and variants, the primitive
+# types, std's macros. A program that declares one (`struct Vec`, `macro_rules!
+# assert_eq`, `use x as assert_eq`) would change what the tests' code means (a Vec
+# whose == is always true, an assert_eq! that checks nothing).
+RUST_TYPES = frozenset("""
+    Vec String Option Some None Result Ok Err Box ToString ToOwned Clone Copy Default Eq PartialEq Ord PartialOrd
+    Iterator IntoIterator DoubleEndedIterator ExactSizeIterator Extend Fn FnMut FnOnce Drop Send Sync Sized Unpin
+    From Into TryFrom TryInto AsRef AsMut FromIterator Debug Hash std core alloc
+    i8 i16 i32 i64 i128 isize u8 u16 u32 u64 u128 usize f32 f64 bool char str
+""".split())
+RUST_MACROS = frozenset("""
+    assert assert_eq assert_ne debug_assert debug_assert_eq debug_assert_ne panic vec format print println
+    eprint eprintln write writeln matches unreachable unimplemented todo concat stringify include include_str
+    include_bytes env option_env cfg line column file module_path
+""".split())
+_RUST_ITEM = re.compile(r"(?<!')\b(?:struct|enum|union|type|trait|mod|static|const)\s+(?:r#)?(\w+)"
+                        r"|\bextern\s+crate\s+\w+\s+as\s+(\w+)")
+_RUST_MACRO = re.compile(r"\bmacro_rules!\s*(?:r#)?(\w+)")
+_RUST_USE = re.compile(r"\buse\b[^;]*;")
+_RUST_AS = re.compile(r"\bas\s+(?:r#)?(\w+)")
 
 
 def hoist_allows(code: str) -> tuple[str, str]:
@@ -294,54 +370,71 @@ def hoist_allows(code: str) -> tuple[str, str]:
     return "\n".join(lines), "".join(allows)
 
 
-def build_rust(job: dict, limits: dict, budget: Budget) -> Built:
+def rust_refusal(code: str) -> str | None:
+    flat = _RUST_SKIP.sub(" ", code)
+    if re.search(r"\bmacro_export\b", flat):
+        # An exported macro reaches the tests' module through `use super::*` and can
+        # shadow assert_eq!; textual macro scope only flows forward, and the tests come first.
+        return "#[macro_export] is not available: it could redefine the tests' assert macros"
+    declared = [g for m in _RUST_ITEM.finditer(flat) for g in m.groups() if g]
+    declared += [name for name in _RUST_MACRO.findall(flat) if name in RUST_MACROS]
+    declared += [name for use in _RUST_USE.findall(flat) for name in _RUST_AS.findall(use)]
+    for name in declared:
+        if name in RUST_TYPES or name in RUST_MACROS:
+            return f"the program declares {name!r}, a name of Rust's standard library the tests rely on; rename it"
+    return None
+
+
+def build_rust(job: dict, budget: Budget, gvisor: bool) -> Built:
+    """rustc reads the crate root (the tests, then an include! of the program) from its stdin.
+
+    The tests are never a file, so no include_str! of the program's can read them. The
+    whole crate is compiled with -F unsafe_code: no unsafe block, #[no_mangle],
+    #[export_name] or #[link_section], so no code runs before main and no symbol of the
+    C library or the guard is replaced. The tests run without arguments (their
+    harness options come from the environment), so no argument rewriting can filter them.
+    """
     tests = job.get("tests")
     if tests and "#[test]" not in tests:
         step = budget.step(["/bin/true"])
         return [refused(step, "Rust tests must contain #[test] functions: they run under rustc --test")], None
-    if tests and re.search(r"\bmacro_export\b", job["code"]):
-        # An exported macro reaches the tests' module through `use super::*` and can
-        # shadow assert_eq!; textual macro scope only flows forward, and the tests come first.
-        step = budget.step(["/bin/true"])
-        return [refused(step, "#[macro_export] is not available: it could redefine the tests' assert macros")], None
+    why = rust_refusal(job["code"]) if tests else None
+    if why:
+        return [refused(budget.step(["/bin/true"]), why)], None
     code, allows = hoist_allows(job["code"])
-    write_src("code.rs", code)
-    if tests:
-        write_src("tests.rs", tests)
-        root = write_src("main.rs", f'{allows}include!("tests.rs");\ninclude!("code.rs");\n')
-    else:
-        root = write_src("main.rs", f'{allows}include!("code.rs");\n')
+    program = os.path.join(layout.BUILD, write_src("code.rs", code))
+    root = f'{allows}{tests}\ninclude!("{program}");\n' if tests else f'{allows}include!("{program}");\n'
     argv = [RUSTC, "--edition", "2021", "-C", "opt-level=0", "-C", "debuginfo=0", "-C", "codegen-units=1",
-            "-A", "warnings", "--emit", "link,obj", "-o", "prog",
-            # The guard's atexit lives in libc_nonshared.a: name libc again after the guard.
-            "-C", f"link-arg={OPT}/rust/guard.o", "-C", "link-arg=-lc", "-C", "link-arg=-Wl,--wrap=exit", root]
-    steps = [budget.step(argv + (["--test"] if tests else []))]
+            "-A", "warnings", "-F", "unsafe_code", "--crate-name", "main", "-o", "prog",
+            "-C", f"link-arg={GUARD_O}", "-C", "link-arg=-Wl,--wrap=main", "-"]
+    steps = [budget.step(argv + (["--test"] if tests else []), stdin=root.encode())]
     if not ok(steps[-1]):
         return steps, None
-    steps.append(budget.step(["/usr/bin/nm", "-u", "prog.o"]))
-    bad = sorted(undefined_symbols(steps[-1]) & set(GUARD_FORBIDDEN))
-    if not ok(steps[-1]) or bad:
-        why = (f"the program references {', '.join(bad)}, reserved for the test harness" if bad
-               else "could not list the program's symbols")
-        return [refused(steps[-1], why)], None
-    os.unlink(os.path.join(WORK, "prog.o"))
-    run = [os.path.join(WORK, "prog")] + (["--test-threads=1", "--nocapture"] if tests else [])
-    return steps, {"argv": run, "data_limit": True, "as_limit": True}
+    env = {"RUST_TEST_THREADS": "1", "RUST_TEST_NOCAPTURE": "1"} if tests else {}
+    return steps, Launch(argv=[install(os.path.join(layout.BUILD, "prog"), gvisor)], data_limit=True, as_limit=True,
+                         nonce_fd=True, env=env)
 
 
 # --------------------------------------------------------------------------- JavaScript
 
-NODE = "/usr/bin/node-readable" if GVISOR else "/usr/bin/node"
+PROGRAM_FD, TESTS_FD = 5, 6
 
 
-def build_javascript(job: dict, limits: dict, budget: Budget) -> Built:
-    """Nothing to compile: the launcher parses both scripts before running either."""
-    paths = [write_src("main.js", job["code"])]
+def node_binary(gvisor: bool) -> str:
+    return "/usr/bin/node-readable" if gvisor else "/usr/bin/node"
+
+
+def build_javascript(job: dict, budget: Budget, gvisor: bool) -> Built:
+    """Nothing to compile: the launcher reads both scripts from pipes and parses them before running either."""
+    shutil.rmtree(layout.BUILD)
+    names = ["/work/main.js"] + (["/work/tests.js"] if job.get("tests") else [])
+    extra = {PROGRAM_FD: job["code"].encode()}
     if job.get("tests"):
-        paths.append(write_src("tests.js", job["tests"]))
-    argv = [NODE, f"--max-old-space-size={limits['memory_mb']}", "--stack-size=4000",
-            f"{OPT}/node/launcher.js", "--sandbox-fds", WORK, *(os.path.join(WORK, p) for p in paths)]
-    return [], {"argv": argv, "data_limit": False}
+        extra[TESTS_FD] = job["tests"].encode()
+    limits = budget.limits
+    argv = [node_binary(gvisor), f"--max-old-space-size={limits['memory_mb']}", "--stack-size=4000",
+            f"{OPT}/node/launcher.js", "--sandbox-fds", layout.WORK, *names]
+    return [], Launch(argv=argv, nonce_fd=True, extra=extra)
 
 
 BUILDERS = {"java": build_java, "go": build_go, "rust": build_rust, "javascript": build_javascript}

@@ -1,77 +1,101 @@
-/* Linked first into every C/C++ job: proves that main() returned on its own.
+/* Linked first into every C, C++ and Rust program: proves that main() itself returned 0.
  *
- * An exit code of 0 can be forged: exit(0) in the middle of the tests stops them
- * and still "passes". So the server hands the program a one-time nonce on fd 4,
- * which this file reads before any code of the program runs (a .preinit_array
- * entry, and this object is linked first), and writes it back on fd 3 from an
- * atexit handler only when main() returned: calls to exit() from the program go
- * through __wrap_exit (linked with -Wl,--wrap=exit), which cancels the marker.
- * libc's own exit() after main returns is not wrapped, being called from inside
- * libc. The server refuses programs that reference __real_exit, dlsym and the
- * like, which would reach past the wrapper. The nonce is kept masked with random
- * bytes, so a scan of memory for it finds nothing, and the process is made
- * non-dumpable, so no other process can read it.
+ * An exit code of 0 can be forged: exit(0) in the middle of the tests stops them and
+ * still "passes". So the server hands the program a one-time nonce on fd 4 and takes
+ * a pass only with the nonce written back on fd 3. This file reads the nonce before
+ * any code of the program runs (a .preinit_array entry; the server refuses programs
+ * with indirect functions or preinit entries of their own, the only code that could
+ * run earlier) and writes it back from __wrap_main only when main() returned 0:
+ * the program is linked with -Wl,--wrap=main, so the C runtime's call of main lands
+ * here. An exit(), _exit(), abort() or exit_group from anywhere never returns to it.
+ *
+ * No C library call is made: every system call is a raw one, so no function the
+ * program defines (read, getpid, getrandom, atexit...) can stand in for one the
+ * guard relies on. The nonce is kept masked with random bytes and the process is
+ * made non-dumpable, so no other process can read it. What remains is the program
+ * reading or rewriting its own memory (the threat model in the README says so).
  * Valid as C and as C++ (g++ compiles .c files as C++).
  */
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <sys/prctl.h>
-#include <sys/random.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define PROCTOR_MAX 128
+
+#if defined(__x86_64__)
+enum { P_READ = 0, P_WRITE = 1, P_CLOSE = 3, P_GETPID = 39, P_PRCTL = 157, P_GETRANDOM = 318 };
+static long proctor_sys(long n, long a, long b, long c) {
+    long r;
+    __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+    return r;
+}
+#elif defined(__aarch64__)
+enum { P_READ = 63, P_WRITE = 64, P_CLOSE = 57, P_GETPID = 172, P_PRCTL = 167, P_GETRANDOM = 278 };
+static long proctor_sys(long n, long a, long b, long c) {
+    register long x8 __asm__("x8") = n;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    register long x2 __asm__("x2") = c;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2) : "memory");
+    return x0;
+}
+#else
+#error "proctor's guard knows the system calls of x86_64 and aarch64 only"
+#endif
+
 static unsigned char proctor_masked[PROCTOR_MAX];
 static unsigned char proctor_mask[PROCTOR_MAX];
-static ssize_t proctor_len = 0;
-static pid_t proctor_pid = 0;
-static volatile int proctor_early_exit = 0;
+static long proctor_len = 0;
+static long proctor_pid = 0;
 
-void __real_exit(int status) __attribute__((noreturn));
-
-void __wrap_exit(int status) {
-    proctor_early_exit = 1;
-    __real_exit(status);
+static void proctor_init(int argc, char **argv, char **envp) {
+    unsigned char raw[PROCTOR_MAX];
+    long n, i, got = 0;
+    (void)argc; (void)argv; (void)envp;
+    proctor_pid = proctor_sys(P_GETPID, 0, 0, 0);
+    proctor_sys(P_PRCTL, 4 /* PR_SET_DUMPABLE */, 0, 0);
+    while (proctor_len < PROCTOR_MAX) {
+        n = proctor_sys(P_READ, 4, (long)(raw + proctor_len), PROCTOR_MAX - proctor_len);
+        if (n <= 0) break;
+        proctor_len += n;
+    }
+    proctor_sys(P_CLOSE, 4, 0, 0);
+    while (got < PROCTOR_MAX) {
+        n = proctor_sys(P_GETRANDOM, (long)(proctor_mask + got), PROCTOR_MAX - got, 0);
+        if (n <= 0) { proctor_len = 0; break; }
+        got += n;
+    }
+    for (i = 0; i < proctor_len; i++) {
+        proctor_masked[i] = raw[i] ^ proctor_mask[i];
+        raw[i] = 0;
+    }
+    __asm__ volatile("" : : "r"(raw) : "memory");   /* the zeroing is not optimised away */
 }
+
+__attribute__((section(".preinit_array"), used))
+static void (*const proctor_preinit)(int, char **, char **) = proctor_init;
 
 static void proctor_mark(void) {
     unsigned char out[PROCTOR_MAX];
-    ssize_t i, off = 0;
-    /* Forked children run atexit handlers too; only the first process may mark. */
-    if (proctor_early_exit || getpid() != proctor_pid || proctor_len <= 0) return;
+    long i, n, off = 0;
+    /* A forked child returning from main is not the program the server started. */
+    if (proctor_len <= 0 || proctor_sys(P_GETPID, 0, 0, 0) != proctor_pid) return;
     for (i = 0; i < proctor_len; i++) out[i] = proctor_masked[i] ^ proctor_mask[i];
     while (off < proctor_len) {
-        ssize_t n = write(3, out + off, (size_t)(proctor_len - off));
+        n = proctor_sys(P_WRITE, 3, (long)(out + off), proctor_len - off);
         if (n <= 0) break;
         off += n;
     }
 }
 
-static void proctor_init(int argc, char **argv, char **envp) {
-    unsigned char raw[PROCTOR_MAX];
-    ssize_t n, i;
-    (void)argc; (void)argv; (void)envp;
-    proctor_pid = getpid();
-    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    while (proctor_len < PROCTOR_MAX) {
-        n = read(4, raw + proctor_len, (size_t)(PROCTOR_MAX - proctor_len));
-        if (n <= 0) break;
-        proctor_len += n;
-    }
-    close(4);
-    if (getrandom(proctor_mask, sizeof proctor_mask, 0) != (ssize_t)sizeof proctor_mask) proctor_len = 0;
-    for (i = 0; i < proctor_len; i++) {
-        proctor_masked[i] = raw[i] ^ proctor_mask[i];
-    }
-    explicit_bzero(raw, sizeof raw);
-    atexit(proctor_mark);
-}
+int __real_main(int argc, char **argv, char **envp);
 
-__attribute__((section(".preinit_array"), used))
-static void (*const proctor_preinit)(int, char **, char **) = proctor_init;
+int __wrap_main(int argc, char **argv, char **envp) {
+    int status = __real_main(argc, argv, envp);
+    if (status == 0) proctor_mark();
+    return status;
+}
 
 #ifdef __cplusplus
 }

@@ -8,14 +8,15 @@ from __future__ import annotations
 import os
 import resource
 import signal
-import stat
 import time
 
-WORK = "/work"
+import layout
+
 # The container tells its server that it runs under gVisor (container.py); jobs never see it.
 GVISOR = os.environ.get("PROCTOR_GVISOR") == "1"
-# Every place a job can write to; each is emptied after every job.
-SCRUB_DIRS = ((WORK, 0o700), ("/tmp", 0o1777), ("/dev/shm", None), ("/dev/mqueue", None))
+# Every place a job or its build can write to; each is emptied after every job (the
+# job's own directories go with it: the next job gets new ones, layout.prepare_job).
+SCRUB_DIRS = (layout.JOB_ROOT, layout.PRIVATE, layout.TMP, layout.SHM, layout.MQUEUE)
 
 _CPU_FILES = ("/sys/fs/cgroup/cpuacct/cpuacct.usage", "/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage",
               "/sys/fs/cgroup/cpu.stat")
@@ -150,21 +151,28 @@ def _empty_dir(root: str) -> None:
 
 
 def scrub() -> list[str]:
-    """Empty every writable place; return what could not be made clean."""
+    """Empty every writable place and check the roots; return what could not be made clean.
+
+    Anything returned retires the container (the host replaces it): a later job must
+    never meet what an earlier one left, not even in metadata.
+    """
     problems = []
-    for root, mode in SCRUB_DIRS:
+    for root in SCRUB_DIRS:
         if not os.path.isdir(root):
             continue
         try:
-            st = os.lstat(root)
-            if mode is not None and stat.S_IMODE(st.st_mode) != mode:
-                os.chmod(root, mode)   # a job may have chmod-ed its own work dir
             _empty_dir(root)
             left = os.listdir(root)
             if left:
                 problems.append(f"{root} not empty: {left[:5]}")
         except (OSError, RecursionError) as exc:
             problems.append(f"{root}: {exc}")
+    for root in layout.SHARED_ROOTS:
+        try:
+            layout.reset_times(root)   # a job could add files here: the directory's mtime moved
+        except OSError as exc:
+            problems.append(f"{root}: {exc}")
+    problems.extend(layout.root_problems())
     # SysV IPC objects outlive processes and have no path: report them, and the
     # host replaces the container.
     problems.extend(f"SysV {kind} objects left" for kind, n in sysv_counts().items() if n)

@@ -1,0 +1,186 @@
+"""C and C++ jobs: compile the program and the tests apart, keep the program out of the tests' symbols, link with the guard.
+
+Stdlib only: copied into the images beside the fork server.
+
+The tests are compiled from a pipe (the compiler's stdin): they never exist as a file,
+so no ``#include`` or ``.incbin`` of the program's can read them, and the program is
+compiled first, before their object exists. Every step runs as the job's user in a
+build dir of its own (layout.BUILD); the linked program moves to layout.BIN, owned by
+root and execute-only under runc (not even the program can read its binary there).
+
+The program may define only what the tests call and no library defines (its entry
+points, say ``add`` or ``split_words``): every other global symbol of its object is
+renamed out of the way before the link. So a program that defines ``__assert_fail``,
+``memcmp``, ``std::string::compare`` (through an asm label), ``main`` or a template
+instance the tests use keeps those definitions to itself: the tests call the C and
+C++ libraries, and their own code, exactly as written. Refused outright, with a
+compile error that says why: indirect functions (their resolvers run before the
+guard reads the nonce), code in .preinit_array/.init/.fini, sections the compiler
+never makes for a plain program, and references to the guard's own symbols.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import time
+
+import confine
+import layout
+from runstep import Launch
+
+GUARD_O = "/opt/proctor/native/guard.o"
+RENAMED = "proctor.program."                 # prefix of the program's renamed symbols
+FORBIDDEN_REFS = ("__real_main", "__wrap_main")
+# Sections a compiler makes for ordinary C/C++ (and their relocation sections).
+SECTION_PREFIXES = (".text", ".data", ".bss", ".rodata", ".tdata", ".tbss", ".init_array", ".fini_array",
+                    ".eh_frame", ".gcc_except_table", ".note.GNU-stack", ".note.gnu.property", ".comment",
+                    ".group", ".symtab", ".strtab", ".shstrtab", ".debug", ".ctors", ".dtors")
+_DEFINED = set("TDBRCWVui")
+
+
+def build(job: dict, budget: "Budget", gvisor: bool) -> tuple[list[dict], Launch | None]:
+    """Compile, check, rename, link. Returns the steps and how to run the program (None: it failed)."""
+    c = job["language"] == "c"
+    compiler, std, lang = ("/usr/bin/gcc", "-std=gnu17", "c") if c else ("/usr/bin/g++", "-std=gnu++17", "c++")
+    build_dir = layout.make_build_dir()
+    src = f"main.{'c' if c else 'cpp'}"
+    confine.write(os.path.join(build_dir, src), job["code"].encode())
+    steps = [budget.step([compiler, std, "-O2", "-pipe", "-c", src, "-o", "main.o"])]
+    if not ok(steps[-1]):
+        return steps, None
+    objects = ["main.o"]
+    if job.get("tests"):
+        tests = f'#line 1 "tests.{"c" if c else "cpp"}"\n' + job["tests"]   # messages name it, not <stdin>
+        steps.append(budget.step([compiler, std, "-O2", "-pipe", "-x", lang, "-c", "-", "-o", "tests.o"],
+                                 stdin=tests.encode()))
+        if not ok(steps[-1]):
+            return steps, None
+        objects.insert(0, "tests.o")   # first: where both define a weak symbol, the tests' copy wins
+    steps.append(budget.step(["/usr/bin/nm", "-P", "-A", *objects]))
+    sections = budget.step(["/usr/bin/readelf", "-S", "-W", "main.o"])
+    if not (ok(steps[-1]) and ok(sections)):
+        return [refused(steps[-1], "could not list the program's symbols and sections")], None
+    symbols = parse_nm(decode(steps[-1]))
+    why = problem(symbols, section_names(decode(sections)))
+    if why:
+        return [refused(steps[-1], why)], None
+    renames = renamed_symbols(symbols) if job.get("tests") else []
+    if renames:
+        confine.write(os.path.join(build_dir, "renames"), "".join(f"{s} {RENAMED}{s}\n" for s in renames).encode())
+        steps.append(budget.step(["/usr/bin/objcopy", "--redefine-syms=renames", "main.o"]))
+        if not ok(steps[-1]):
+            return [refused(steps[-1], "could not rename the program's symbols")], None
+    link = [compiler, std, "-O2", "-o", "prog", GUARD_O, *objects, "-lm", "-Wl,--wrap=main"]
+    steps.append(budget.step(link))
+    if not ok(steps[-1]):
+        return steps, None
+    return steps, Launch(argv=[install(os.path.join(build_dir, "prog"), gvisor)], data_limit=True, as_limit=True,
+                         nonce_fd=True)
+
+
+def install(built: str, gvisor: bool) -> str:
+    """Move a built program where the job cannot write it; under runc it cannot read it either.
+
+    gVisor refuses to exec a binary its caller cannot read, so there it stays readable.
+    """
+    target = os.path.join(layout.BIN, "prog")
+    shutil.move(built, target)
+    os.chown(target, 0, 0)
+    os.chmod(target, 0o755 if gvisor else 0o711)
+    shutil.rmtree(layout.BUILD)
+    return target
+
+
+def decode(step: dict) -> str:
+    return base64.b64decode(step["stdout"]).decode(errors="replace")
+
+
+def ok(step: dict) -> bool:
+    return step["exit_code"] == 0 and not step["timed_out"] and not step["oom"]
+
+
+def refused(step: dict, why: str) -> dict:
+    """Turn a checking step into a failed compile that says why."""
+    step.update(exit_code=1, signal=None, stdout="", stderr=base64.b64encode(f"[proctor] {why}\n".encode()).decode())
+    return step
+
+
+def parse_nm(text: str) -> dict[str, dict[str, str]]:
+    """``nm -P -A`` output -> {object: {symbol: type letter}}."""
+    out: dict[str, dict[str, str]] = {}
+    for line in text.splitlines():
+        head, _, rest = line.partition(": ")
+        parts = rest.split()
+        if len(parts) >= 2:
+            out.setdefault(head.strip(), {})[parts[0]] = parts[1]
+    return out
+
+
+def section_names(text: str) -> list[str]:
+    """Section names from ``readelf -S -W``."""
+    names = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("[") and "]" in line and not line.startswith("[ 0]"):   # entry 0: the null section
+            fields = line.split("]", 1)[1].split()
+            if fields and fields[0] != "Name":
+                names.append(fields[0])
+    return names
+
+
+def problem(symbols: dict[str, dict[str, str]], sections: list[str]) -> str | None:
+    program = symbols.get("main.o", {})
+    ifunc = sorted(s for s, t in program.items() if t == "i")
+    if ifunc:
+        return (f"the program defines indirect functions ({', '.join(ifunc[:3])}), whose resolvers run before "
+                "the test harness starts; remove the ifunc/target_clones attribute")
+    reserved = sorted(s for s in program if s in FORBIDDEN_REFS or s.startswith(("proctor", RENAMED)))
+    if reserved:
+        return f"the program uses {', '.join(reserved[:3])}, reserved for the test harness"
+    for name in sections:
+        base = name
+        for prefix in (".rela", ".rel"):
+            if base.startswith(prefix + "."):
+                base = base[len(prefix):]
+        if not base.startswith(SECTION_PREFIXES) or base.startswith((".init.", ".fini.")) or base in (".init", ".fini"):
+            return (f"the program puts code or data in section {name!r}, which the test harness does not "
+                    "allow (only the sections a compiler makes for ordinary code)")
+    return None
+
+
+def renamed_symbols(symbols: dict[str, dict[str, str]]) -> list[str]:
+    """The program's global definitions that are not its entry points: everything but what only it defines for the tests."""
+    program = symbols.get("main.o", {})
+    tests = symbols.get("tests.o", {})
+    wanted = {s for s, t in tests.items() if t == "U"}
+    libraries = library_symbols()
+    return sorted(s for s, t in program.items()
+                  if t in _DEFINED and not (s in wanted and s not in libraries))
+
+
+_LIBRARY: set[str] = set()
+
+
+def library_symbols() -> set[str]:
+    """Every symbol the C and C++ libraries define (listed when the image was built)."""
+    if not _LIBRARY:
+        with open("/opt/proctor/native/library-symbols.txt") as f:
+            _LIBRARY.update(line.strip() for line in f if line.strip())
+    return _LIBRARY
+
+
+class Budget:
+    """Runs compile steps against one shared deadline of ``compile_s``, with the compilers' limits."""
+
+    def __init__(self, limits: dict, run_step, as_bytes: int, fsize_bytes: int, cwd: str = layout.BUILD) -> None:
+        self.limits, self.run_step = limits, run_step
+        self.as_bytes, self.fsize_bytes, self.cwd = as_bytes, fsize_bytes, cwd
+        self.end = time.monotonic() + limits["compile_s"]
+
+    def step(self, argv: list[str], stdin: bytes | None = None, as_bytes: int | None = None) -> dict:
+        left = max(self.end - time.monotonic(), 0.05)
+        launch = Launch(argv=argv, cwd=self.cwd, fsize_bytes=self.fsize_bytes,
+                        as_bytes=self.as_bytes if as_bytes is None else as_bytes)
+        return self.run_step("compile", self.limits, launch, wall_s=left, cpu_s=left, stdin=stdin)

@@ -1,0 +1,131 @@
+"""What every process of a job does before any of its code runs, and the messages between server processes.
+
+Stdlib only: copied into the images beside the fork server.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import resource
+import signal
+import socket
+import struct
+
+import confine
+import layout
+from hygiene import set_limit
+
+# Signals whose default action stops or ends a process and that can be caught: PID 1
+# (the fork server) ignores each, every child restores the default. Not 32/33, which
+# glibc keeps for itself (thread cancellation, setxid).
+PID1_IGNORED = tuple(sig for sig in signal.valid_signals()
+                     if (sig < 32 or sig >= signal.SIGRTMIN)
+                     and sig not in (signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD, signal.SIGCONT,
+                                     signal.SIGWINCH, signal.SIGURG))
+
+# What a program sees: the usual paths (/work is a symlink into /job).
+CHILD_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/work", "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
+JUDGE_ENV = {**CHILD_ENV, "HOME": layout.JUDGE_TMP, "TMPDIR": layout.JUDGE_TMP}
+REPORT_FD = 255   # the highest fd under the container's nofile limit of 256
+MAX_MESSAGE = 256 << 20
+
+
+# --------------------------------------------------------------------------- messages
+
+def send_msg(sock: socket.socket, message: dict, fds: list[int] | None = None) -> None:
+    """4-byte big-endian length + JSON, with ``fds`` passed alongside the header."""
+    body = json.dumps(message).encode()
+    header = struct.pack(">I", len(body))
+    if fds:
+        socket.send_fds(sock, [header], fds)
+    else:
+        sock.sendall(header)
+    sock.sendall(body)
+
+
+def recv_msg(sock: socket.socket, max_fds: int = 0) -> tuple[dict, list[int]]:
+    if max_fds:
+        header, fds, _flags, _addr = socket.recv_fds(sock, 4, max_fds)
+    else:
+        header, fds = sock.recv(4, socket.MSG_WAITALL), []
+    if len(header) < 4:
+        raise EOFError
+    (length,) = struct.unpack(">I", header)
+    if length > MAX_MESSAGE:
+        raise ValueError(f"message of {length} bytes")
+    body = bytearray()
+    while len(body) < length:
+        chunk = sock.recv(length - len(body))
+        if not chunk:
+            raise EOFError
+        body += chunk
+    return json.loads(body), list(fds)
+
+
+# --------------------------------------------------------------------------- a job's process
+
+def child_setup(limits: dict, stdin_fd: int | None, out_w: int, err_w: int, keep: dict[int, int],
+                cpu_s: float, report_fd: int | None = None, judge: bool = False, cwd: str = layout.WORK) -> None:
+    """In a fresh child, before any program code: this process tree's own limits, fds and uid.
+
+    ``keep``: target fd -> source fd, placed after stdin/stdout/stderr. ``report_fd``
+    (close-on-exec) is kept as REPORT_FD, for saying why an exec failed. ``judge``:
+    become the judge (the tests' process) instead of the program. ``cwd``: the work
+    dir, or the build dir for a compiler.
+    """
+    os.setsid()
+    for sig in (*PID1_IGNORED, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    stdin = stdin_fd if stdin_fd is not None else os.open("/dev/null", os.O_RDONLY)
+    wanted = {0: stdin, 1: out_w, 2: err_w, **keep}
+    # Park every source above the targets first, so no dup2 clobbers a source not yet placed.
+    parked = {target: fcntl.fcntl(source, fcntl.F_DUPFD, 100) for target, source in wanted.items()}
+    for target, source in parked.items():
+        os.dup2(source, target)
+    if report_fd is not None:
+        os.dup2(report_fd, REPORT_FD, inheritable=False)
+    # Everything else, the server's link to the host first of all, must be gone.
+    os.closerange(max(wanted) + 1, REPORT_FD if report_fd is not None else 65536)
+    os.closerange(REPORT_FD + 1, 65536)
+    cpu = max(1, int(cpu_s + 0.999))
+    set_limit(resource.RLIMIT_CPU, cpu, cpu + 1)
+    set_limit(resource.RLIMIT_FSIZE, limits["disk_mb"] << 20)
+    set_limit(resource.RLIMIT_CORE, 0)
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")   # if the cgroup runs out, the job dies, not the server
+    except OSError:
+        pass
+    # Last, since the job's uid may no longer write /proc/self: from here on no signal
+    # reaches the server, and no message queue or memfd can be made.
+    if judge:
+        confine.confine_judge()
+    else:
+        confine.confine_job()
+    os.chdir(cwd)
+
+
+def setup_failed() -> None:
+    """The set-up of a runner failed before the program ran: tell the server on REPORT_FD, and exit.
+
+    The server then reports an infra error: never the program's doing.
+    """
+    import traceback
+
+    try:
+        os.write(REPORT_FD, traceback.format_exc(limit=3)[-1500:].encode())
+    finally:
+        os._exit(127)
+
+
+def child_failed() -> None:
+    """The runner itself failed after the program started: say why on stderr, and exit."""
+    import traceback
+
+    try:
+        traceback.print_exc()
+    finally:
+        os._exit(127)

@@ -1,0 +1,386 @@
+"""One run of a job's program (or compiler): start it, watch it to its end or its limit, measure it.
+
+Stdlib only: copied into the images beside the fork server.
+
+A run is one of:
+  exec      a compiled program, a runtime (java, node) or a compiler, forked from the
+            server and exec'd at once: nothing of the server survives exec;
+  python    a Python program, in a runner forked from the mother (mother.py);
+  judged    a Python program with tests: the program's runner and a judge runner
+            (pyjudge.py) linked by a socket pair; the run is the judge's.
+
+The server measures and the host judges: exit status, signal, CPU and wall time,
+the limits that were hit, the marker (the nonce written back on fd 3), and for a
+stdin/stdout case the sha256 of the normalized output, which the host compares
+with the expected output it never sent.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import hashlib
+import os
+import resource
+import select
+import signal
+import socket
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import confine
+import procs
+from hygiene import GVISOR, REAPED, cgroup_cpu_s, oom_kills, other_pids, reap, set_limit, sweep
+from judge import normalize_output
+from layout import WORK
+from mother import Mother
+
+NONCE_FD = 4
+MARKER_FD = 3
+EXIT_AFTER_SYNTAX_ERROR = 3
+# A case's output is hashed here in full; only this much of it travels back, so a job
+# with many cases cannot make the server hold (and ship) hundreds of megabytes.
+CASE_SHIP = 64 << 10
+# Under gVisor glibc programs also get RLIMIT_AS: their budget plus room for the binary,
+# libraries, a thread arena and stacks.
+AS_SLACK = 128 << 20
+F_SETPIPE_SZ = 1031
+
+
+class ExecFailed(RuntimeError):
+    """The sandbox could not start a compiler, runtime, runner or program: never the program's doing."""
+
+
+@dataclass
+class Launch:
+    """How to start a run. Exactly one of ``argv``, ``python``, ``judged`` is set."""
+
+    argv: list[str] | None = None
+    python: str | None = None        # a Python program's source ("main" mode)
+    judged: tuple[str, str] | None = None   # (program source, tests source)
+    data_limit: bool = False         # RLIMIT_DATA = the memory budget (native programs)
+    as_limit: bool = False           # RLIMIT_AS under gVisor (native programs)
+    as_bytes: int = 0                # an explicit RLIMIT_AS (compilers), 0: none
+    fsize_bytes: int = 0             # an explicit RLIMIT_FSIZE (compilers), 0: the disk budget
+    nonce_fd: bool = False           # hand the program the nonce on fd 4 (in-process test guards)
+    extra: dict[int, bytes] = field(default_factory=dict)   # fd -> contents, on a pipe the launcher drains
+    cwd: str = WORK
+    env: dict[str, str] = field(default_factory=dict)      # on top of procs.CHILD_ENV
+
+
+# --------------------------------------------------------------------------- starting
+
+def memfd_with(data: bytes, name: str) -> int:
+    """A read-only fd of an anonymous file holding ``data`` (nothing on any disk the job sees)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        return os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        os.close(fd)
+
+
+def spawn_exec(launch: Launch, limits: dict, fds: dict, cpu_s: float) -> int:
+    """Fork and exec ``launch.argv``. Raises ExecFailed when the child could not be set up or exec."""
+    report_r, report_w = os.pipe()   # close-on-exec: EOF as soon as the exec succeeded
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(report_r)
+            procs.child_setup(limits, fds["stdin"], fds["out"], fds["err"], fds["keep"], cpu_s,
+                              report_fd=report_w, cwd=launch.cwd)
+            if launch.fsize_bytes:
+                set_limit(resource.RLIMIT_FSIZE, launch.fsize_bytes)
+            if launch.data_limit:
+                set_limit(resource.RLIMIT_DATA, limits["memory_mb"] << 20)
+            if launch.as_limit and GVISOR:
+                # gVisor holds only brk, not mmap, to RLIMIT_DATA (measured): a program that
+                # mmaps past the cgroup would take the whole sandbox down. Its RLIMIT_AS holds.
+                set_limit(resource.RLIMIT_AS, (limits["memory_mb"] << 20) + AS_SLACK)
+            if launch.as_bytes:
+                set_limit(resource.RLIMIT_AS, launch.as_bytes)
+            os.execve(launch.argv[0], launch.argv, {**procs.CHILD_ENV, **launch.env})
+        except BaseException:
+            report_child_failure(report_w)
+        os._exit(127)
+    os.close(report_w)
+    wait_report(report_r, launch.argv[0])
+    return pid
+
+
+def report_child_failure(report_w: int) -> None:
+    why = traceback.format_exc(limit=2)[-1500:].encode()
+    for fd in (procs.REPORT_FD, report_w):
+        try:
+            os.write(fd, why)
+            break
+        except OSError:
+            pass
+
+
+def wait_report(report_r: int, what: str) -> None:
+    why = bytearray()
+    while chunk := os.read(report_r, 4096):
+        why += chunk
+    os.close(report_r)
+    if why:
+        raise ExecFailed(f"the sandbox could not start {what} as the job's user:\n{why.decode(errors='replace')}")
+
+
+def spawn_runner(mother: Mother, request: dict, fds: dict[str, int]) -> int:
+    """A runner forked by the mother (a Python program or judge); raises ExecFailed if its set-up failed."""
+    report_r, report_w = os.pipe()
+    try:
+        pid = mother.runner(request, {**fds, "report": report_w})
+    except OSError as exc:
+        os.close(report_r)
+        raise ExecFailed(str(exc)) from None
+    finally:
+        os.close(report_w)
+    wait_report(report_r, f"the Python {request['role']}")
+    return pid
+
+
+# --------------------------------------------------------------------------- one run
+
+@dataclass
+class Pipes:
+    out: tuple[int, int]
+    err: tuple[int, int]
+    mark: tuple[int, int]
+
+    @classmethod
+    def open(cls) -> "Pipes":
+        # Owned by the job's user: a runtime that reopens its fds through /proc/self/fd
+        # (the Java and Node launchers) is then allowed to, non-dumpable as it is.
+        with confine.as_job():
+            return cls(os.pipe(), os.pipe(), os.pipe())
+
+    def close_write_ends(self) -> None:
+        for _, w in (self.out, self.err, self.mark):
+            os.close(w)
+
+
+def input_pipes(extra: dict[int, bytes]) -> tuple[dict[int, int], dict[int, memoryview]]:
+    """A pipe per input: (target fd -> read end, write end -> what is left to write).
+
+    Pipes, not files: a launcher reads its input to the end before any code of the
+    program runs, and after that a reopened /proc/self/fd/N holds nothing. Owned by
+    the job's user, so that the launcher may reopen them through /proc/self/fd.
+    """
+    read_ends, feeds = {}, {}
+    for target, data in extra.items():
+        with confine.as_job():
+            r, w = os.pipe()
+        try:
+            fcntl.fcntl(w, F_SETPIPE_SZ, min(max(len(data), 4096), 1 << 20))
+        except OSError:
+            pass   # the default size: the rest is written while the program runs
+        os.set_blocking(w, False)
+        read_ends[target], feeds[w] = r, memoryview(data)
+    return read_ends, feeds
+
+
+def feed(feeds: dict[int, memoryview]) -> None:
+    """Write what the pipes take now; close the ones that are done (or whose reader left)."""
+    for w, data in list(feeds.items()):
+        try:
+            while data:
+                data = data[os.write(w, data[:1 << 16]):]
+        except BlockingIOError:
+            feeds[w] = data
+            continue
+        except OSError:
+            pass
+        os.close(w)
+        del feeds[w]
+
+
+def start(launch: Launch, limits: dict, pipes: Pipes, stdin_fd: int | None, nonce: str, cpu_s: float,
+          mother: Mother) -> tuple[int, int | None, dict[int, memoryview]]:
+    """Start the run's processes: (pid whose end is the run's end, pid of the program beside it, input feeds)."""
+    base = {"out": pipes.out[1], "err": pipes.err[1]}
+    if launch.argv is not None:
+        keep = {MARKER_FD: pipes.mark[1]}
+        extra, feeds = input_pipes({NONCE_FD: nonce.encode()} if launch.nonce_fd else {})
+        more, more_feeds = input_pipes(launch.extra)
+        extra.update(more)
+        feeds.update(more_feeds)
+        keep.update(extra)
+        try:
+            pid = spawn_exec(launch, limits, {**base, "stdin": stdin_fd, "keep": keep}, cpu_s)
+        except ExecFailed:
+            for w in feeds:
+                os.close(w)
+            raise
+        finally:
+            for fd in extra.values():
+                os.close(fd)
+        feed(feeds)
+        return pid, None, feeds
+    common = {"limits": limits, "cpu_s": cpu_s, "nonce": nonce}
+    if launch.python is not None:
+        fds = {**base, "mark": pipes.mark[1], **({"stdin": stdin_fd} if stdin_fd is not None else {})}
+        return spawn_runner(mother, {**common, "role": "candidate", "source": launch.python}, fds), None, {}
+    program, tests = launch.judged   # type: ignore[misc]
+    judge_end, program_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with open(os.devnull, "wb") as unused:
+            program = spawn_runner(mother, {**common, "role": "candidate", "source": program, "nonce": ""},
+                                   {**base, "mark": unused.fileno(), "rpc": program_end.fileno()})
+        judge = spawn_runner(mother, {**common, "role": "judge", "tests": tests},
+                             {**base, "mark": pipes.mark[1], "rpc": judge_end.fileno()})
+    finally:
+        judge_end.close()
+        program_end.close()
+    return judge, program, {}
+
+
+def run_step(kind: str, limits: dict, launch: Launch, *, mother: Mother, wall_s: float, cpu_s: float,
+             nonce: str = "", stdin: bytes | None = None, hash_output: bool = False) -> dict:
+    """Run one program to its end or its limit; measure everything the verdict needs."""
+    cap = limits["output_bytes"]
+    pipes = Pipes.open()
+    stdin_fd = memfd_with(stdin, "stdin") if stdin is not None else None
+    cpu0, oom0, t0 = cgroup_cpu_s(), oom_kills(), time.monotonic()
+    try:
+        main_pid, peer_pid, feeds = start(launch, limits, pipes, stdin_fd, nonce, cpu_s, mother)
+    except ExecFailed:
+        pipes.close_write_ends()
+        for fd in (pipes.out[0], pipes.err[0], pipes.mark[0]):
+            os.close(fd)
+        sweep(keep=(mother.pid,))
+        raise
+    finally:
+        if stdin_fd is not None:
+            os.close(stdin_fd)
+    pipes.close_write_ends()
+    watch = Watch(pipes, cap, main_pid, peer_pid, mother.pid, t0, cpu0, wall_s, cpu_s)
+    watch.loop(feeds)
+    wall = time.monotonic() - t0
+    sweep(keep=(mother.pid,))
+    if peer_pid is not None and watch.peer_status is None and peer_pid in REAPED:
+        watch.peer_status = REAPED[peer_pid][0]
+    REAPED.clear()
+    return watch.measure(kind, cap, wall, cpu0, oom0, cpu_s, nonce, launch, hash_output)
+
+
+class Watch:
+    """The poll loop of one run: reads its outputs, enforces its limits, reaps its processes."""
+
+    def __init__(self, pipes: Pipes, cap: int, pid: int, peer: int | None, mother_pid: int, t0: float,
+                 cpu0: float | None, wall_s: float, cpu_s: float) -> None:
+        self.pid, self.peer, self.keep = pid, peer, (mother_pid,)
+        self.t0, self.cpu0, self.wall_s, self.cpu_s = t0, cpu0, wall_s, cpu_s
+        self.out_r, self.err_r, self.mark_r = pipes.out[0], pipes.err[0], pipes.mark[0]
+        self.buffers = {self.out_r: bytearray(), self.err_r: bytearray(), self.mark_r: bytearray()}
+        self.caps = {self.out_r: cap, self.err_r: cap, self.mark_r: 4096}
+        self.status = self.utime = self.peer_status = None
+        self.peer_early = False      # the program beside the judge ended before the judge did
+        self.timed_out: str | None = None
+        self.output_limit = False
+        self.left_behind = 0
+
+    def loop(self, feeds: dict[int, memoryview]) -> None:
+        open_fds = set(self.buffers)
+        poller = select.poll()
+        for fd in open_fds:
+            poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+        for fd in feeds:
+            poller.register(fd, select.POLLOUT | select.POLLERR)
+        exited_at = None
+        while open_fds or self.status is None:
+            now = time.monotonic()
+            if self.status is None and now - self.t0 > self.wall_s:
+                self.timed_out = self.timed_out or "wall"
+                sweep(keep=self.keep)
+            elif self.status is None and self.cpu0 is not None and (cgroup_cpu_s() or 0) - self.cpu0 > self.cpu_s:
+                self.timed_out = self.timed_out or "cpu"
+                sweep(keep=self.keep)
+            elif exited_at is not None and open_fds and now - exited_at > 0.2:
+                sweep(keep=self.keep)   # a background process still holds the pipes open
+            for fd, _event in poller.poll(20):
+                if fd in feeds:
+                    feed(feeds)
+                    if fd not in feeds:
+                        poller.unregister(fd)
+                elif fd in open_fds and not self.read(fd):
+                    open_fds.discard(fd)
+                    poller.unregister(fd)
+            if self.status is None:
+                self.reap()
+            if self.status is not None and exited_at is None:
+                exited_at = time.monotonic()
+                self.left_behind = len(other_pids(self.keep))
+                for w in list(feeds):   # an input nobody will read any more
+                    poller.unregister(w)
+                    os.close(w)
+                    del feeds[w]
+
+    def read(self, fd: int) -> bool:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            return False
+        buf = self.buffers[fd]
+        buf += chunk[:max(self.caps[fd] + 1 - len(buf), 0)]
+        if len(buf) > self.caps[fd] and fd != self.mark_r and not self.output_limit:
+            self.output_limit = True
+            sweep(keep=self.keep)
+        return True
+
+    def reap(self) -> None:
+        reap()
+        if self.peer is not None and self.peer_status is None and self.peer in REAPED:
+            self.peer_status = REAPED[self.peer][0]
+            self.peer_early = self.pid not in REAPED
+        if self.pid in REAPED:
+            self.status, rusage = REAPED[self.pid]
+            self.utime = rusage.ru_utime + rusage.ru_stime
+
+    def measure(self, kind: str, cap: int, wall: float, cpu0: float | None, oom0: int, cpu_s: float,
+                nonce: str, launch: Launch, hash_output: bool) -> dict:
+        for fd in self.buffers:
+            os.close(fd)
+        cpu1 = cgroup_cpu_s()
+        cpu_used = (cpu1 - cpu0) if (cpu0 is not None and cpu1 is not None) else (self.utime or 0.0)
+        status = self.status
+        signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        timed_out = self.timed_out
+        if signum == signal.SIGXCPU or (signum == signal.SIGKILL and timed_out is None and cpu_used > cpu_s):
+            timed_out = timed_out or "cpu"
+        out, err = bytes(self.buffers[self.out_r][:cap]), bytes(self.buffers[self.err_r][:cap])
+        digest = None
+        if hash_output:
+            text = normalize_output(out.decode("utf-8", errors="replace"))
+            digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+            out, err = out[:CASE_SHIP], err[:CASE_SHIP]
+        exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        mark = bytes(self.buffers[self.mark_r])
+        program_status = self.peer_status if launch.judged is not None else status
+        program_exit = os.WEXITSTATUS(program_status) if program_status is not None and \
+            os.WIFEXITED(program_status) else None
+        python = launch.argv is None
+        return {
+            "kind": kind,
+            "stdout": base64.b64encode(out).decode(),
+            "stderr": base64.b64encode(err).decode(),
+            "stdout_sha256": digest,
+            "exit_code": exit_code,
+            "signal": signum,
+            "wall_s": round(wall, 6),
+            "cpu_s": round(cpu_used, 6),
+            "timed_out": timed_out,
+            "output_limit": self.output_limit,
+            "oom": oom_kills() > oom0,
+            "marker_ok": bool(nonce) and mark == nonce.encode(),
+            "syntax_error": python and program_exit == EXIT_AFTER_SYNTAX_ERROR and not mark,
+            "program_signal": (os.WTERMSIG(self.peer_status) if self.peer_early and self.peer_status is not None
+                               and os.WIFSIGNALED(self.peer_status) else None),
+            "left_behind": self.left_behind,
+        }
