@@ -44,11 +44,14 @@ class ContainerSpec:
     cpus: float = 1.0
     runtime: Optional[str] = None   # another OCI runtime (runsc, kata) for a stronger boundary
     gvisor: bool = False            # `runtime` is gVisor's runsc (the engine said so)
+    compile_mb: int = 0             # the compilers' address space (server/budgets.py), 0: no compiler
 
     def host_config(self, api: docker.APIClient) -> dict:
         # The job's memory budget, plus room for the server and for the tmpfs pages
         # the job writes (tmpfs is charged to the container's memory cgroup).
-        mem = (self.memory_mb + self.disk_mb + self.disk_mb // 4 + 96) << 20
+        # The job's budget (or its compilers', whichever is larger: a compiler fails at its
+        # RLIMIT_AS before the cgroup is full), the tmpfs pages it may write, the server.
+        mem = (max(self.memory_mb, self.compile_mb) + self.disk_mb + self.disk_mb // 4 + 96) << 20
         return api.create_host_config(
             network_mode="none",                 # loopback only
             read_only=True,

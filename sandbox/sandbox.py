@@ -22,6 +22,7 @@ from .breaker import Breaker, HostHealth, down_warning, refusal, startup_failure
 from .errors import HostDown, InfraError, NoHostAvailable, SandboxError
 from .hosts import TLSArg
 from .pool import HostPool
+from .server.budgets import compile_mb
 from .types import LANGUAGES, Job, Limits, Result, infra_result
 from .verdict import build_result, output_digest
 
@@ -276,7 +277,8 @@ class Sandbox:
         lim = job.effective_limits
         return ContainerSpec(image=ref, memory_mb=lim.memory_mb, pids=lim.pids, disk_mb=lim.disk_mb,
                              cpus=self.cpus_per_job, runtime=self.runtime,
-                             gvisor=self._gvisor.get(pool.host, False))
+                             gvisor=self._gvisor.get(pool.host, False),
+                             compile_mb=compile_mb(job.language, lim.memory_mb))
 
     def _take_slot(self, avoid: Optional[HostPool]) -> Optional[HostPool]:
         """A slot on a host that is up; None at once when none is up and none is being probed."""

@@ -42,13 +42,13 @@ PROBE = textwrap.dedent(r'''
     info["container"] = sorted(set(re.findall(r"containers/([0-9a-f]{64})/", mounts)))
     me = os.getpid()
     info["me"] = me
-    info["parent"] = os.getppid()
     # Leftovers are job processes (uid 1000 programs, uid 1001 judges); root's server
-    # processes (PID 1 and the mother of Python runs) stay.
+    # processes (PID 1, the mother of Python runs and its idle runners) stay.
     def uid(pid):
         for line in open(f"/proc/{pid}/status"):
             if line.startswith("Uid:"):
                 return int(line.split()[1])
+    info["parent_uid"] = uid(os.getppid())
     info["others"] = sorted(int(p) for p in os.listdir("/proc")
                             if p.isdigit() and int(p) != me and uid(p) != 0)
     info["dirs"] = {d: sorted(os.listdir(d)) for d in ("/work", "/tmp", "/dev/shm", "/dev/mqueue")
@@ -102,7 +102,7 @@ def probe(sb: Sandbox) -> dict:
 
 def assert_clean(info: dict) -> None:
     assert info["others"] == [], f"processes left from an earlier job: {info['others']}"
-    assert info["parent"] == 1, "a Python program runs in a process of its own, a child of PID 1"
+    assert info["parent_uid"] == 0, "a Python program runs in a process of its own, a child of the server's mother"
     assert info["dirs"].get("/work") == ["main.py"], f"/work not empty: {info['dirs'].get('/work')}"
     for d in ("/tmp", "/dev/shm", "/dev/mqueue"):
         assert info["dirs"].get(d, []) == [], f"{d} not empty: {info['dirs'][d]}"
@@ -218,10 +218,11 @@ OOM_DECOY_C = textwrap.dedent(r"""
         if (adj) { fprintf(adj, "0"); fclose(adj); }
         /* tmpfs pages count against the container but belong to no process ... */
         fill("/work/fill", 60); fill("/tmp/fill", 14); fill("/dev/shm/fill", 3);
-        /* ... and many processes, each smaller than the server, make it the biggest one. */
+        /* ... and many processes, each smaller than the server, make it the biggest one. The
+           container holds the compilers' budget (512 MiB for C): 58 x 14 MiB is past it. */
         for (int i = 0; i < 58; i++) {
             if (fork() == 0) {
-                for (int k = 0; k < 7; k++) { char *p = malloc(1 << 20); if (!p) break; memset(p, 1, 1 << 20); }
+                for (int k = 0; k < 14; k++) { char *p = malloc(1 << 20); if (!p) break; memset(p, 1, 1 << 20); }
                 sleep(1);
                 _exit(0);
             }

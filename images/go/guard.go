@@ -29,6 +29,9 @@ func init() {
 	var raw [maxNonce]byte
 	for length < maxNonce {
 		n, err := syscall.Read(4, raw[length:])
+		if err == syscall.EINTR {
+			continue // the runtime's preemption signal, not the end of the nonce
+		}
 		if n <= 0 || err != nil {
 			break
 		}
@@ -61,6 +64,9 @@ func Finish() {
 	}
 	for off := 0; off < length; {
 		n, err := syscall.Write(3, out[off:length])
+		if err == syscall.EINTR {
+			continue
+		}
 		if n <= 0 || err != nil {
 			return
 		}

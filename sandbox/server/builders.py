@@ -28,6 +28,7 @@ import struct
 
 import confine
 import layout
+from budgets import JAVAC_FLAGS
 from native import Budget, install, ok, refused
 from runstep import Launch
 
@@ -61,10 +62,6 @@ def undefined_symbols(nm_step: dict) -> set[str]:
 
 JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
 JAVA_JIT = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData", "-Xshare:auto"]
-# javac's JVM under the compilers' address-space limit: without these it reserves a
-# gigabyte of class space and a quarter of the machine for its heap.
-JAVAC_MEMORY = ["-Xmx512m", "-XX:CompressedClassSpaceSize=64m", "-XX:ReservedCodeCacheSize=64m",
-                "-XX:MaxMetaspaceSize=256m"]
 BUNDLE_FD = 5
 
 
@@ -135,7 +132,7 @@ def build_java(job: dict, budget: Budget, gvisor: bool) -> Built:
         # javac wants a public class in a file of its name; the folders keep the units apart.
         paths.append(write_src(f"src/{folder}/{public[0] if public else folder.title()}.java", text))
     # --limit-modules java.se: what the program can name is the Java SE API (no sun.misc.Unsafe).
-    javac = [f"{JAVA_HOME}/bin/javac", *(f"-J{f}" for f in JAVA_JIT + JAVAC_MEMORY),
+    javac = [f"{JAVA_HOME}/bin/javac", *(f"-J{f}" for f in (*JAVA_JIT, *JAVAC_FLAGS)),
              f"-J-XX:SharedArchiveFile={OPT}/java/javac.jsa", "-J-Xlog:disable", "-J-Xlog:all=error:stderr",
              "-encoding", "UTF-8", "-proc:none", "-implicit:none", "-nowarn", "-Xlint:none",
              "--limit-modules", "java.se", "-d", "classes", *paths]

@@ -41,6 +41,7 @@ import traceback
 
 import builders
 import confine
+from budgets import compile_mb
 import layout
 import native
 import procs
@@ -49,12 +50,8 @@ from judge import step_failed
 from mother import Mother
 from runstep import ExecFailed, Launch, run_step
 
-# Compilers get an address space of their own budget (the job's memory, at least
-# COMPILE_MIN) plus COMPILE_SLACK for the compiler's own mappings, and may write
-# files of at most the disk budget (at least COMPILE_FILE_MIN): a compile-time
-# bomb ends as a compile error, never as the container's out-of-memory.
-COMPILE_MIN = 256 << 20
-COMPILE_SLACK = 768 << 20
+# Compile steps may write files of at most the disk budget, and at least this much
+# (a Rust or Go binary is several MiB).
 COMPILE_FILE_MIN = 64 << 20
 
 
@@ -106,10 +103,9 @@ def write_files(job: dict) -> None:
         confine.write(os.path.join(layout.WORK, rel), base64.b64decode(b64))
 
 
-def compile_limits(limits: dict) -> tuple[int, int]:
-    """(RLIMIT_AS, RLIMIT_FSIZE) of every compile step."""
-    memory = max(limits["memory_mb"] << 20, COMPILE_MIN)
-    return memory + COMPILE_SLACK, max(limits["disk_mb"] << 20, COMPILE_FILE_MIN)
+def compile_limits(language: str, limits: dict) -> tuple[int, int]:
+    """(RLIMIT_AS, RLIMIT_FSIZE) of every compile step (budgets.py)."""
+    return compile_mb(language, limits["memory_mb"]) << 20, max(limits["disk_mb"] << 20, COMPILE_FILE_MIN)
 
 
 def build(job: dict, limits: dict, mother: Mother) -> tuple[list[dict], Launch | None]:
@@ -119,7 +115,7 @@ def build(job: dict, limits: dict, mother: Mother) -> tuple[list[dict], Launch |
         if job.get("tests"):
             return [], Launch(judged=(job["code"], job["tests"]))
         return [], Launch(python=job["code"])
-    as_bytes, fsize = compile_limits(limits)
+    as_bytes, fsize = compile_limits(language, limits)
     budget = native.Budget(limits, lambda *a, **k: run_step(*a, mother=mother, **k), as_bytes, fsize)
     if language in ("c", "cpp"):
         return native.build(job, budget, GVISOR)
@@ -168,8 +164,9 @@ def serve_one(host: Host, mother: Mother) -> bool:
         except ExecFailed as exc:
             raise RuntimeError(str(exc)) from None
         t1 = time.monotonic()
-        left = sweep(keep=(mother.pid,))
-        problems = scrub()
+        mother.settle()
+        left = sweep(keep=mother.keep())
+        problems = scrub() + (["the mother of Python runs died"] if mother.dead else [])
         t2 = time.monotonic()
         write_frame(host.outfd, {"type": "result", "id": job_id, "steps": steps, "clean": not problems,
                                  "notes": problems, "swept": left,
@@ -177,11 +174,13 @@ def serve_one(host: Host, mother: Mother) -> bool:
                                                "clean": round((t2 - t1) * 1e3, 3)}})
     except Exception:
         try:
-            sweep(keep=(mother.pid,))
+            mother.settle()
+            sweep(keep=mother.keep())
             scrub()
         except Exception:
             pass
         write_frame(host.outfd, {"type": "error", "id": job_id, "error": traceback.format_exc(limit=5)})
+    mother.top_up()   # the next job's runners fork while the host reads this result
     return True
 
 

@@ -7,19 +7,22 @@ millisecond, a new python3 twenty). A child forked from the server would inherit
 server's memory, and freed objects stay in a heap until it reuses them: the server's
 heap holds what earlier jobs sent (code, tests, inputs), which a program could read
 out of its own copy. The mother is forked when the server starts, before any job
-exists, and the only request it ever gets is "fork": it never sees a byte of a job.
+exists, and the only request it ever gets is "fork n runners": it never sees a byte
+of a job. It hands the server, per runner, its end of a fresh socket pair, on which
+the runner receives its request and file descriptors (pycandidate or pyjudge), and it
+reports each runner's exit status (its wait status and CPU time) as it reaps it.
 
-Per request it forks twice (the middle child exits at once), so the runner is
-re-parented to PID 1 and the server reaps it like any other job process, and hands
-the server its end of a fresh socket pair. On that socket the runner says its pid,
-then receives its request and file descriptors: the program's source (pycandidate)
-or the tests (pyjudge).
+Messages, mother -> server: {"pids": [...]} with one socket fd per pid, answering a
+fork request; {"exit": pid, "status", "cpu_s"} whenever a runner ends. A runner
+confirms on its report fd that its set-up worked ("ok"), or says why it failed.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import select
+import signal
 import socket
 import traceback
 
@@ -35,7 +38,16 @@ MAX_FDS = 8
 
 
 class Mother:
-    """The server's handle on the mother process."""
+    """The server's handle on the mother process and on the runners it has forked ahead.
+
+    Runners are forked ahead (``READY`` of them wait idle, as root, for a request), so
+    a run does not wait for forks: a fresh runner is a copy of the mother whenever it
+    was forked, and holds nothing until it gets its request. Every runner the mother
+    forked is known here before anything is swept (``settle``), so no clean-up ever
+    kills a runner that a later run would be handed.
+    """
+
+    READY = 2
 
     def __init__(self, close_fds: tuple[int, ...]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -53,30 +65,80 @@ class Mother:
             os._exit(0)
         theirs.close()
         self.pid, self.sock = pid, ours
+        self.exits: dict[int, tuple[int, float]] = {}   # runner pid -> (wait status, CPU seconds)
+        self.ready: list[tuple[int, int]] = []          # (pid, socket fd) of idle runners
+        self.pending = 0                                # runners asked for, not yet handed over
+        self.dead = False                               # the mother stopped answering
+        self.top_up()
 
-    def runner(self, request: dict, fds: dict[str, int]) -> int:
-        """Fork a runner, hand it ``request`` and ``fds`` (name -> fd); return its pid. Raises OSError."""
-        self.sock.settimeout(10)
+    def keep(self) -> tuple[int, ...]:
+        """The processes no sweep may kill: the mother and its idle runners."""
+        return (self.pid, *(pid for pid, _ in self.ready))
+
+    def top_up(self) -> None:
+        """Ask for runners until READY are idle or coming (the forks happen while the server works)."""
+        want = self.READY - len(self.ready) - self.pending
+        if want > 0 and not self.dead:
+            procs.send_msg(self.sock, {"op": "fork", "n": want})
+            self.pending += want
+
+    def settle(self) -> None:
+        """Wait for every fork asked for: after this, keep() names every runner that exists."""
+        while self.pending and not self.dead:
+            try:
+                self._read_one(timeout=10)
+            except OSError:
+                self.dead = True
+
+    def runners(self, requests: list[tuple[dict, dict[str, int]]]) -> list[int]:
+        """Hand one idle runner each (request, fds); return their pids. Raises OSError."""
+        while len(self.ready) < len(requests):
+            if self.dead:
+                raise OSError("the mother process is gone (the container is retired after this job)")
+            if not self.pending:
+                procs.send_msg(self.sock, {"op": "fork", "n": len(requests) - len(self.ready)})
+                self.pending += len(requests) - len(self.ready)
+            self._read_one(timeout=10)
+        taken, self.ready = self.ready[:len(requests)], self.ready[len(requests):]
+        pids = []
+        for (request, fds), (pid, link_fd) in zip(requests, taken):
+            link = socket.socket(fileno=link_fd)
+            try:
+                names = list(fds)
+                procs.send_msg(link, {**request, "fds": names}, [fds[n] for n in names])
+            finally:
+                link.close()
+            pids.append(pid)
+        return pids
+
+    def read_exits(self) -> None:
+        """Take the messages waiting on the socket (call when poll says it is readable).
+
+        A mother that died (the OOM killer, say) only stops reporting: its runners are
+        PID 1's now, reaped there; the server retires the container after the job.
+        """
+        while not self.dead and select.select([self.sock], [], [], 0)[0]:
+            try:
+                self._read_one(timeout=10)
+            except OSError:
+                self.dead = True
+
+    def _read_one(self, timeout: float) -> None:
+        self.sock.settimeout(timeout)
         try:
-            procs.send_msg(self.sock, {"op": "fork"})
-            reply, got = procs.recv_msg(self.sock, max_fds=1)
-        except (EOFError, ValueError) as exc:
+            message, fds = procs.recv_msg(self.sock, max_fds=MAX_FDS)
+        except (EOFError, ValueError, socket.timeout) as exc:
             raise OSError(f"the mother process did not answer: {exc!r}") from None
         finally:
             self.sock.settimeout(None)
-        if not got or "error" in reply:
-            raise OSError(f"the mother process could not fork a runner: {reply.get('error', 'no socket')}")
-        link = socket.socket(fileno=got[0])
-        try:
-            link.settimeout(10)
-            hello, _ = procs.recv_msg(link)
-            names = list(fds)
-            procs.send_msg(link, {**request, "fds": names}, [fds[n] for n in names])
-        except (EOFError, ValueError) as exc:
-            raise OSError(f"a runner forked by the mother did not start: {exc!r}") from None
-        finally:
-            link.close()
-        return int(hello["pid"])
+        if "exit" in message:
+            self.exits[int(message["exit"])] = (int(message["status"]), float(message["cpu_s"]))
+        elif "pids" in message:
+            self.pending -= len(message["pids"])
+            self.ready.extend(zip((int(p) for p in message["pids"]), fds))
+        else:
+            self.pending = 0
+            raise OSError(f"the mother process could not fork runners: {message.get('error', message)}")
 
 
 def mother_loop(sock: socket.socket) -> None:
@@ -85,47 +147,77 @@ def mother_loop(sock: socket.socket) -> None:
             __import__(name)
         except ImportError:
             pass
-    import pycandidate  # noqa: F401 - imported here so that every runner has them warm
-    import pyjudge  # noqa: F401
+    import pycandidate
+    import pyjudge  # noqa: F401 - imported here so that every runner has it warm
+
+    pycandidate.Start.prepare()
+    procs.job_defaults()   # inherited by every runner
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)   # a handler, so the wake-up byte arrives
     # Objects moved to the permanent generation are never traversed by a child's
     # collector, so the child copies far fewer pages on write.
     gc.freeze()
     while True:
+        ready, _, _ = select.select([sock, wake_r], [], [])
+        if wake_r in ready:
+            os.read(wake_r, 512)
+            report_exits(sock)
+        if sock in ready:
+            try:
+                request, _ = procs.recv_msg(sock)
+            except (EOFError, OSError, ValueError):
+                return
+            fork_runners(sock, int(request.get("n", 1)), (sock.fileno(), wake_r, wake_w))
+
+
+def report_exits(sock: socket.socket) -> None:
+    while True:
         try:
-            procs.recv_msg(sock)
-        except (EOFError, OSError, ValueError):
+            pid, status, rusage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
             return
-        try:
-            server_end = fork_runner()
-        except OSError as exc:
-            procs.send_msg(sock, {"error": str(exc)})
-            continue
-        procs.send_msg(sock, {"ok": True}, [server_end.fileno()])
-        server_end.close()
+        if pid == 0:
+            return
+        procs.send_msg(sock, {"exit": pid, "status": status, "cpu_s": rusage.ru_utime + rusage.ru_stime})
 
 
-def fork_runner() -> socket.socket:
-    server_end, runner_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    middle = os.fork()
-    if middle == 0:
-        try:
-            server_end.close()
-            if os.fork() == 0:
-                runner_main(runner_end)
-        finally:
-            os._exit(0)
-    runner_end.close()
-    os.waitpid(middle, 0)
-    return server_end
+def fork_runners(sock: socket.socket, n: int, close: tuple[int, ...]) -> None:
+    pids, ends = [], []
+    try:
+        for _ in range(n):
+            server_end, runner_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    server_end.close()
+                    for other in ends:
+                        os.close(other)
+                    for fd in close:
+                        os.close(fd)
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    runner_main(runner_end)
+                finally:
+                    os._exit(0)
+            runner_end.close()
+            pids.append(pid)
+            ends.append(server_end.detach())
+    except OSError as exc:
+        procs.send_msg(sock, {"error": str(exc)})
+    else:
+        procs.send_msg(sock, {"pids": pids}, ends)
+    for fd in ends:
+        os.close(fd)
 
 
 def runner_main(link: socket.socket) -> None:
-    """A fresh copy of the mother: report the pid, take one request, run it. Never returns."""
+    """A fresh copy of the mother: take one request, run it. Never returns."""
     import pycandidate
     import pyjudge
 
     try:
-        procs.send_msg(link, {"pid": os.getpid()})
         request, got = procs.recv_msg(link, max_fds=MAX_FDS)
         link.close()
         fds = dict(zip(request.pop("fds"), got))

@@ -67,18 +67,45 @@ def recv_msg(sock: socket.socket, max_fds: int = 0) -> tuple[dict, list[int]]:
 
 # --------------------------------------------------------------------------- a job's process
 
+def job_defaults() -> None:
+    """What every job process starts with and a child of PID 1 must undo: the default
+    signal dispositions (PID 1 ignores most) and no core dumps. The mother sets these
+    once for all its runners (they inherit them); a child of the server, in child_setup."""
+    for sig in (*PID1_IGNORED, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    set_limit(resource.RLIMIT_CORE, 0)
+
+
+def set_oom_score(value: int) -> None:
+    """This process's place in the OOM killer's line (1000: first).
+
+    A job may lower it again, down to the server's 0 (that takes CAP_SYS_RESOURCE,
+    which an engine may not grant). If the OOM killer then takes the server, the
+    container stops and the host scores the job `memory`; if it takes the mother,
+    the run goes on, its step says `oom`, and the container is retired after the job.
+    """
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(str(value))
+    except OSError:
+        pass
+
+
 def child_setup(limits: dict, stdin_fd: int | None, out_w: int, err_w: int, keep: dict[int, int],
-                cpu_s: float, report_fd: int | None = None, judge: bool = False, cwd: str = layout.WORK) -> None:
+                cpu_s: float, report_fd: int | None = None, judge: bool = False, cwd: str = layout.WORK,
+                defaults_done: bool = False) -> None:
     """In a fresh child, before any program code: this process tree's own limits, fds and uid.
 
     ``keep``: target fd -> source fd, placed after stdin/stdout/stderr. ``report_fd``
     (close-on-exec) is kept as REPORT_FD, for saying why an exec failed. ``judge``:
     become the judge (the tests' process) instead of the program. ``cwd``: the work
-    dir, or the build dir for a compiler.
+    dir, or the build dir for a compiler. ``defaults_done``: job_defaults() ran in an
+    ancestor (the mother).
     """
     os.setsid()
-    for sig in (*PID1_IGNORED, signal.SIGCHLD):
-        signal.signal(sig, signal.SIG_DFL)
+    if not defaults_done:
+        job_defaults()
+    set_oom_score(1000)   # if the cgroup runs out, the job dies first
     stdin = stdin_fd if stdin_fd is not None else os.open("/dev/null", os.O_RDONLY)
     wanted = {0: stdin, 1: out_w, 2: err_w, **keep}
     # Park every source above the targets first, so no dup2 clobbers a source not yet placed.
@@ -93,12 +120,6 @@ def child_setup(limits: dict, stdin_fd: int | None, out_w: int, err_w: int, keep
     cpu = max(1, int(cpu_s + 0.999))
     set_limit(resource.RLIMIT_CPU, cpu, cpu + 1)
     set_limit(resource.RLIMIT_FSIZE, limits["disk_mb"] << 20)
-    set_limit(resource.RLIMIT_CORE, 0)
-    try:
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")   # if the cgroup runs out, the job dies, not the server
-    except OSError:
-        pass
     # Last, since the job's uid may no longer write /proc/self: from here on no signal
     # reaches the server, and no message queue or memfd can be made.
     if judge:
@@ -106,6 +127,12 @@ def child_setup(limits: dict, stdin_fd: int | None, out_w: int, err_w: int, keep
     else:
         confine.confine_job()
     os.chdir(cwd)
+
+
+def setup_done() -> None:
+    """Tell the server the runner's set-up worked: "ok", then EOF on REPORT_FD."""
+    os.write(REPORT_FD, b"ok")
+    os.close(REPORT_FD)
 
 
 def setup_failed() -> None:

@@ -52,12 +52,12 @@ def run(request: dict, fds: dict[str, int]) -> None:
         if "rpc" in fds:
             keep[RPC_FD] = fds["rpc"]
         procs.child_setup(request["limits"], fds.get("stdin"), fds["out"], fds["err"], keep, request["cpu_s"],
-                          report_fd=fds["report"])
+                          report_fd=fds["report"], defaults_done=True)
         limit_address_space(request["limits"]["memory_mb"])
         source, nonce = request.pop("source"), request.pop("nonce").encode()
     except BaseException:
         procs.setup_failed()
-    os.close(procs.REPORT_FD)   # the set-up worked: EOF tells the server so
+    procs.setup_done()
     try:
         run_program(source, nonce, serve="rpc" in fds)
     except BaseException:
@@ -65,11 +65,32 @@ def run(request: dict, fds: dict[str, int]) -> None:
     os._exit(127)
 
 
+class Start:
+    """What every runner starts with, made once in the mother (mother.prepare): a runner is
+    short-lived, and in a forked process each first touch of a page costs a copy."""
+
+    vm_bytes = 0                  # the address space the forked interpreter already maps
+    stdio: tuple = ()             # stdin, stdout, stderr text streams on fds 0, 1, 2
+
+    @classmethod
+    def prepare(cls) -> None:
+        with open("/proc/self/statm") as f:
+            cls.vm_bytes = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        cls.stdio = (
+            io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace"),
+            io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace"),
+            io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                             line_buffering=True),
+        )
+        os.environ.clear()
+        os.environ.update(procs.CHILD_ENV)
+
+
 def limit_address_space(memory_mb: int) -> None:
     """Address space = what the forked interpreter already maps + the job's budget."""
-    with open("/proc/self/statm") as f:
-        vm = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    set_limit(resource.RLIMIT_AS, vm + (memory_mb << 20))
+    if not Start.vm_bytes:
+        Start.prepare()
+    set_limit(resource.RLIMIT_AS, Start.vm_bytes + (memory_mb << 20))
 
 
 def python_like_start(argv0: str) -> None:
@@ -78,14 +99,14 @@ def python_like_start(argv0: str) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     set_dumpable(0)
-    os.environ.clear()
-    os.environ.update(procs.CHILD_ENV)
+    if os.environ != procs.CHILD_ENV:
+        os.environ.clear()
+        os.environ.update(procs.CHILD_ENV)
     sys.argv = [argv0]
-    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8", errors="replace")
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace")
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
-                                  errors="backslashreplace", line_buffering=True)
-    sys.__stdout__, sys.__stderr__, sys.__stdin__ = sys.stdout, sys.stderr, sys.stdin
+    if not Start.stdio:
+        Start.prepare()
+    sys.stdin, sys.stdout, sys.stderr = Start.stdio
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = Start.stdio
     atexit._clear()
 
 
@@ -121,6 +142,7 @@ def run_program(source: str, nonce: bytes, serve: bool) -> None:
             tell_judge(peer, f"the program raised {type(exc).__name__} before the tests could call it")
         finish(1)
     if peer is None:
+        wait_for_threads()
         os.write(MARKER_FD, nonce)   # the module body returned: the program ran to its end
         run_atexit()
         finish(0)
@@ -188,6 +210,16 @@ def stdlib_source(value: object, name: str) -> tuple[str, str] | None:
             if mod is not None and getattr(mod, attr, None) is value:   # type: ignore[arg-type]
                 return module, attr   # type: ignore[return-value]
     return None
+
+
+def wait_for_threads() -> None:
+    """As the interpreter does at exit: wait for the program's non-daemon threads."""
+    threading = sys.modules.get("threading")   # imported only if the program started threads
+    if threading is not None:
+        try:
+            threading._shutdown()
+        except BaseException:
+            pass
 
 
 def run_atexit() -> None:

@@ -45,13 +45,13 @@ def run(request: dict, fds: dict[str, int]) -> None:
     try:
         procs.child_setup(request["limits"], None, fds["out"], fds["err"],
                           {MARKER_FD: fds["mark"], RPC_FD: fds["rpc"]}, request["cpu_s"], report_fd=fds["report"],
-                          judge=True)
+                          judge=True, defaults_done=True)
         set_dumpable(0)
         limit_address_space(request["limits"]["memory_mb"])
         tests, nonce = request.pop("tests"), request.pop("nonce").encode()
     except BaseException:
         procs.setup_failed()
-    os.close(procs.REPORT_FD)   # the set-up worked: EOF tells the server so
+    procs.setup_done()
     try:
         judge(tests, nonce)
     except BaseException:

@@ -121,27 +121,38 @@ def report_child_failure(report_w: int) -> None:
             pass
 
 
-def wait_report(report_r: int, what: str) -> None:
+def wait_report(report_r: int, what: str, ok: bytes = b"") -> None:
+    """Read a set-up report to its end: ``ok`` means started (a runner says "ok"; an exec, nothing)."""
     why = bytearray()
     while chunk := os.read(report_r, 4096):
         why += chunk
     os.close(report_r)
-    if why:
-        raise ExecFailed(f"the sandbox could not start {what} as the job's user:\n{why.decode(errors='replace')}")
+    if bytes(why) != ok:
+        detail = why.decode(errors="replace") or "it ended before its set-up did"
+        raise ExecFailed(f"the sandbox could not start {what} as the job's user:\n{detail}")
 
 
-def spawn_runner(mother: Mother, request: dict, fds: dict[str, int]) -> int:
-    """A runner forked by the mother (a Python program or judge); raises ExecFailed if its set-up failed."""
-    report_r, report_w = os.pipe()
+def spawn_runners(mother: Mother, runs: list[tuple[dict, dict[str, int]]]) -> list[int]:
+    """Runners forked by the mother (a Python program, a judge), all at once; raises ExecFailed if a set-up failed."""
+    reports = [os.pipe() for _ in runs]
     try:
-        pid = mother.runner(request, {**fds, "report": report_w})
+        pids = mother.runners([(request, {**fds, "report": w}) for (request, fds), (_, w) in zip(runs, reports)])
     except OSError as exc:
-        os.close(report_r)
+        for r, _ in reports:
+            os.close(r)
         raise ExecFailed(str(exc)) from None
     finally:
-        os.close(report_w)
-    wait_report(report_r, f"the Python {request['role']}")
-    return pid
+        for _, w in reports:
+            os.close(w)
+    failures = []
+    for (request, _), (r, _) in zip(runs, reports):
+        try:
+            wait_report(r, f"the Python {request['role']}", ok=b"ok")
+        except ExecFailed as exc:
+            failures.append(str(exc))
+    if failures:
+        raise ExecFailed("; ".join(failures))
+    return pids
 
 
 # --------------------------------------------------------------------------- one run
@@ -210,6 +221,7 @@ def start(launch: Launch, limits: dict, pipes: Pipes, stdin_fd: int | None, nonc
         extra.update(more)
         feeds.update(more_feeds)
         keep.update(extra)
+        feed(feeds)   # before the program starts: a nonce or a small input is whole when it reads
         try:
             pid = spawn_exec(launch, limits, {**base, "stdin": stdin_fd, "keep": keep}, cpu_s)
         except ExecFailed:
@@ -224,19 +236,22 @@ def start(launch: Launch, limits: dict, pipes: Pipes, stdin_fd: int | None, nonc
     common = {"limits": limits, "cpu_s": cpu_s, "nonce": nonce}
     if launch.python is not None:
         fds = {**base, "mark": pipes.mark[1], **({"stdin": stdin_fd} if stdin_fd is not None else {})}
-        return spawn_runner(mother, {**common, "role": "candidate", "source": launch.python}, fds), None, {}
+        (pid,) = spawn_runners(mother, [({**common, "role": "candidate", "source": launch.python}, fds)])
+        return pid, None, {}
     program, tests = launch.judged   # type: ignore[misc]
     judge_end, program_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         with open(os.devnull, "wb") as unused:
-            program = spawn_runner(mother, {**common, "role": "candidate", "source": program, "nonce": ""},
-                                   {**base, "mark": unused.fileno(), "rpc": program_end.fileno()})
-        judge = spawn_runner(mother, {**common, "role": "judge", "tests": tests},
-                             {**base, "mark": pipes.mark[1], "rpc": judge_end.fileno()})
+            program_pid, judge_pid = spawn_runners(mother, [
+                ({**common, "role": "candidate", "source": program, "nonce": ""},
+                 {**base, "mark": unused.fileno(), "rpc": program_end.fileno()}),
+                ({**common, "role": "judge", "tests": tests},
+                 {**base, "mark": pipes.mark[1], "rpc": judge_end.fileno()}),
+            ])
     finally:
         judge_end.close()
         program_end.close()
-    return judge, program, {}
+    return judge_pid, program_pid, {}
 
 
 def run_step(kind: str, limits: dict, launch: Launch, *, mother: Mother, wall_s: float, cpu_s: float,
@@ -252,28 +267,33 @@ def run_step(kind: str, limits: dict, launch: Launch, *, mother: Mother, wall_s:
         pipes.close_write_ends()
         for fd in (pipes.out[0], pipes.err[0], pipes.mark[0]):
             os.close(fd)
-        sweep(keep=(mother.pid,))
+        mother.settle()
+        sweep(keep=mother.keep())
         raise
     finally:
         if stdin_fd is not None:
             os.close(stdin_fd)
     pipes.close_write_ends()
-    watch = Watch(pipes, cap, main_pid, peer_pid, mother.pid, t0, cpu0, wall_s, cpu_s)
+    started = time.monotonic() - t0
+    watch = Watch(pipes, cap, main_pid, peer_pid, mother, t0, cpu0, wall_s, cpu_s)
     watch.loop(feeds)
     wall = time.monotonic() - t0
-    sweep(keep=(mother.pid,))
-    if peer_pid is not None and watch.peer_status is None and peer_pid in REAPED:
-        watch.peer_status = REAPED[peer_pid][0]
+    mother.settle()
+    sweep(keep=mother.keep())
     REAPED.clear()
-    return watch.measure(kind, cap, wall, cpu0, oom0, cpu_s, nonce, launch, hash_output)
+    for pid in (main_pid, peer_pid):
+        mother.exits.pop(pid, None)
+    step = watch.measure(kind, cap, wall, cpu0, oom0, cpu_s, nonce, launch, hash_output)
+    step["start_s"] = round(started, 6)   # of wall_s: starting the processes (diagnostics)
+    return step
 
 
 class Watch:
     """The poll loop of one run: reads its outputs, enforces its limits, reaps its processes."""
 
-    def __init__(self, pipes: Pipes, cap: int, pid: int, peer: int | None, mother_pid: int, t0: float,
+    def __init__(self, pipes: Pipes, cap: int, pid: int, peer: int | None, mother: Mother, t0: float,
                  cpu0: float | None, wall_s: float, cpu_s: float) -> None:
-        self.pid, self.peer, self.keep = pid, peer, (mother_pid,)
+        self.pid, self.peer, self.mother = pid, peer, mother
         self.t0, self.cpu0, self.wall_s, self.cpu_s = t0, cpu0, wall_s, cpu_s
         self.out_r, self.err_r, self.mark_r = pipes.out[0], pipes.err[0], pipes.mark[0]
         self.buffers = {self.out_r: bytearray(), self.err_r: bytearray(), self.mark_r: bytearray()}
@@ -291,19 +311,23 @@ class Watch:
             poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         for fd in feeds:
             poller.register(fd, select.POLLOUT | select.POLLERR)
+        mother_fd = self.mother.sock.fileno()
+        poller.register(mother_fd, select.POLLIN)   # its reports of Python runners' ends
         exited_at = None
         while open_fds or self.status is None:
             now = time.monotonic()
             if self.status is None and now - self.t0 > self.wall_s:
                 self.timed_out = self.timed_out or "wall"
-                sweep(keep=self.keep)
+                self.kill()
             elif self.status is None and self.cpu0 is not None and (cgroup_cpu_s() or 0) - self.cpu0 > self.cpu_s:
                 self.timed_out = self.timed_out or "cpu"
-                sweep(keep=self.keep)
+                self.kill()
             elif exited_at is not None and open_fds and now - exited_at > 0.2:
-                sweep(keep=self.keep)   # a background process still holds the pipes open
+                self.kill()   # a background process still holds the pipes open
             for fd, _event in poller.poll(20):
-                if fd in feeds:
+                if fd == mother_fd:
+                    self.mother.read_exits()
+                elif fd in feeds:
                     feed(feeds)
                     if fd not in feeds:
                         poller.unregister(fd)
@@ -314,11 +338,16 @@ class Watch:
                 self.reap()
             if self.status is not None and exited_at is None:
                 exited_at = time.monotonic()
-                self.left_behind = len(other_pids(self.keep))
+                self.left_behind = len(other_pids(self.mother.keep()))
                 for w in list(feeds):   # an input nobody will read any more
                     poller.unregister(w)
                     os.close(w)
                     del feeds[w]
+
+    def kill(self) -> None:
+        """Every process of the run, whatever session it moved to; never the mother's idle runners."""
+        self.mother.settle()
+        sweep(keep=self.mother.keep())
 
     def read(self, fd: int) -> bool:
         try:
@@ -331,17 +360,25 @@ class Watch:
         buf += chunk[:max(self.caps[fd] + 1 - len(buf), 0)]
         if len(buf) > self.caps[fd] and fd != self.mark_r and not self.output_limit:
             self.output_limit = True
-            sweep(keep=self.keep)
+            self.kill()
         return True
+
+    def ended(self, pid: int) -> tuple[int, float] | None:
+        """(wait status, CPU s) of a process of this run that ended: reaped here, or by the mother."""
+        if pid in REAPED:
+            status, rusage = REAPED[pid]
+            return status, rusage.ru_utime + rusage.ru_stime
+        return self.mother.exits.get(pid)
 
     def reap(self) -> None:
         reap()
-        if self.peer is not None and self.peer_status is None and self.peer in REAPED:
-            self.peer_status = REAPED[self.peer][0]
-            self.peer_early = self.pid not in REAPED
-        if self.pid in REAPED:
-            self.status, rusage = REAPED[self.pid]
-            self.utime = rusage.ru_utime + rusage.ru_stime
+        peer = self.ended(self.peer) if self.peer is not None and self.peer_status is None else None
+        main = self.ended(self.pid)
+        if peer is not None:
+            self.peer_status = peer[0]
+            self.peer_early = main is None
+        if main is not None:
+            self.status, self.utime = main
 
     def measure(self, kind: str, cap: int, wall: float, cpu0: float | None, oom0: int, cpu_s: float,
                 nonce: str, launch: Launch, hash_output: bool) -> dict:
