@@ -13,6 +13,11 @@ tests) is run many times in three modes, each at concurrency 1 and 4:
               passes when the exit code is 0. The floor: no isolation at all.
   docker-run  one ``docker run --rm`` per job through the Docker SDK with the same
               python sandbox image, from c threads: what most home-grown RL code does.
+  baseline    as proctor, with the proctor of another commit (``--baseline REV``: an
+              export of REV run by bench/baseline_worker.py in a process of its own,
+              its own images built if missing): rows "baseline" and "baseline
+              run_many", and a table of proctor ÷ baseline. How a change to the
+              sandbox moves its throughput, measured side by side in one run.
   proctor-runsc  as proctor, with the containers under gVisor (``runtime="runsc"``):
               rows "proctor [runsc]" and "proctor run_many [runsc]". On by default when
               the engine has runsc registered (``PROCTOR_RUNTIME=runsc bash
@@ -31,6 +36,7 @@ if any counted job failed.
     .venv/bin/python bench/sandbox_throughput.py                 # ~1 min on 2 cores
     .venv/bin/python bench/sandbox_throughput.py --quick         # ~30 s smoke run
     .venv/bin/python bench/sandbox_throughput.py --json /tmp/bench.json
+    .venv/bin/python bench/sandbox_throughput.py --baseline 83fd386 --modes proctor,baseline
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -263,6 +270,55 @@ class ProctorMode:
         self.sb.close()
 
 
+class BaselineMode:
+    """ProctorMode over another commit's proctor, in a worker process (bench/baseline_worker.py)."""
+
+    name = "baseline"
+
+    def __init__(self, conc: int, warm: int, checkout: str, label: str) -> None:
+        self.label = label
+        worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "baseline_worker.py")
+        self.proc = subprocess.Popen([sys.executable, worker, checkout, str(conc), str(warm)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if not json.loads(self._line()).get("ready"):
+            sys.exit("baseline worker did not start")
+
+    def _line(self) -> str:
+        line = self.proc.stdout.readline()   # type: ignore[union-attr]
+        if not line:
+            sys.exit(f"baseline worker ended (exit {self.proc.wait()}); see its messages above")
+        return line
+
+    def chunk(self, n: int, start: int) -> dict[str, Chunk]:
+        self.proc.stdin.write(json.dumps({"n": n, "start": start}) + "\n")   # type: ignore[union-attr]
+        self.proc.stdin.flush()   # type: ignore[union-attr]
+        rows = json.loads(self._line())["rows"]
+        return {row.replace("proctor", "baseline", 1): Chunk(**chunk) for row, chunk in rows.items()}
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.write(json.dumps({"close": True}) + "\n")   # type: ignore[union-attr]
+            self.proc.stdin.close()   # type: ignore[union-attr]
+        except OSError:
+            pass
+        self.proc.wait(timeout=120)
+
+
+def export_checkout(rev: str) -> str:
+    """An export of commit ``rev`` of this repository (git archive), made once per commit."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sha = subprocess.run(["git", "-C", repo, "rev-parse", "--verify", f"{rev}^{{commit}}"], capture_output=True,
+                         text=True)
+    if sha.returncode != 0:
+        sys.exit(f"--baseline {rev}: not a commit of {repo}: {sha.stderr.strip()}")
+    target = os.path.join(tempfile.gettempdir(), f"proctor-baseline-{sha.stdout.strip()[:12]}")
+    if not os.path.exists(os.path.join(target, "pyproject.toml")):
+        os.makedirs(target, exist_ok=True)
+        archive = subprocess.run(["git", "-C", repo, "archive", sha.stdout.strip()], capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", target], input=archive.stdout, check=True)
+    return target
+
+
 class SubprocessMode:
     name = "subprocess"
 
@@ -349,6 +405,8 @@ def bench_concurrency(conc: int, modes: list[str], args: argparse.Namespace, ima
                 runners[m] = ProctorMode(conc, args.warm)
             elif m == "proctor-runsc":
                 runners[m] = ProctorMode(conc, args.warm, runtime="runsc")
+            elif m == "baseline":
+                runners[m] = BaselineMode(conc, args.warm, args.baseline_checkout, args.baseline)
             elif m == "subprocess":
                 runners[m] = SubprocessMode(conc, args.warm)
             else:
@@ -431,6 +489,9 @@ def ratios(cells: list[Cell], concs: list[int]) -> list[dict]:
         for row_name, key in (("proctor", "runsc_over_runc"), ("proctor run_many", "run_many_runsc_over_runc")):
             runc, runsc = by.get((row_name, conc)), by.get((f"{row_name} [runsc]", conc))
             row[key] = (runsc.jobs_per_s / runc.jobs_per_s) if runc and runsc else None
+        for row_name, key in (("proctor", "proctor_over_baseline"), ("proctor run_many", "run_many_over_baseline")):
+            mine, base = by.get((row_name, conc)), by.get((row_name.replace("proctor", "baseline", 1), conc))
+            row[key] = (mine.jobs_per_s / base.jobs_per_s) if mine and base else None
         out.append(row)
     return out
 
@@ -452,6 +513,24 @@ def print_runtimes(cells: list[Cell], ratio_rows: list[dict]) -> None:
               f"{fmt(b.p50_ms):>7} {fmt(b.p99_ms):>7} | {r['runsc_over_runc']:>10.2f} | "
               f"{fmt(ma.jobs_per_s if ma else None):>13} {fmt(mb.jobs_per_s if mb else None):>6} "
               f"{fmt(r['run_many_runsc_over_runc'], 2):>6}")
+
+
+def print_baseline(cells: list[Cell], ratio_rows: list[dict], label: str) -> None:
+    """The working tree's proctor against another commit's, side by side."""
+    by = {(c.mode, c.concurrency): c for c in cells}
+    rows = [r for r in ratio_rows if r.get("proctor_over_baseline") is not None]
+    if not rows:
+        return
+    print(f"\nproctor (working tree) vs baseline ({label}), same job, same machine, interleaved rounds")
+    print(f"{'conc':>4} | {'proctor jobs/s':>14} {'p50 ms':>7} | {'baseline jobs/s':>15} {'p50 ms':>7} | "
+          f"{'ratio':>6} | {'run_many':>8} {'baseline':>8} {'ratio':>6}")
+    for r in rows:
+        conc = r["concurrency"]
+        a, b = by[("proctor", conc)], by[("baseline", conc)]
+        ma, mb = by.get(("proctor run_many", conc)), by.get(("baseline run_many", conc))
+        print(f"{conc:>4} | {a.jobs_per_s:>14.1f} {fmt(a.p50_ms):>7} | {b.jobs_per_s:>15.1f} {fmt(b.p50_ms):>7} | "
+              f"{r['proctor_over_baseline']:>6.2f} | {fmt(ma.jobs_per_s if ma else None):>8} "
+              f"{fmt(mb.jobs_per_s if mb else None):>8} {fmt(r.get('run_many_over_baseline'), 2):>6}")
 
 
 def print_report(info: dict, cells: list[Cell], ratio_rows: list[dict], args: argparse.Namespace) -> None:
@@ -508,8 +587,9 @@ def print_report(info: dict, cells: list[Cell], ratio_rows: list[dict], args: ar
 
 # --------------------------------------------------------------------------- main
 
-MODES = ("proctor", "proctor-runsc", "subprocess", "docker-run")
-ROWS = ("proctor", "proctor run_many", "proctor [runsc]", "proctor run_many [runsc]", "subprocess", "docker-run")
+MODES = ("proctor", "proctor-runsc", "baseline", "subprocess", "docker-run")
+ROWS = ("proctor", "proctor run_many", "baseline", "baseline run_many", "proctor [runsc]", "proctor run_many [runsc]",
+        "subprocess", "docker-run")
 
 
 def runsc_problem() -> Optional[str]:
@@ -541,6 +621,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                          "when the engine has runsc)")
     ap.add_argument("--json", metavar="PATH", help="write every number (incl. per-job latencies) here")
     ap.add_argument("--quick", action="store_true", help="smoke run: 30 / 8 jobs per cell, 2 warm-up")
+    ap.add_argument("--baseline", metavar="REV", default=None,
+                    help="also measure the proctor of commit REV (mode 'baseline'), side by side")
     args = ap.parse_args(argv)
 
     args.jobs = args.jobs if args.jobs is not None else (30 if args.quick else 500)
@@ -552,9 +634,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         problem = runsc_problem()
         if problem is not None:
             log(f"not measuring proctor under runsc: {problem}")
-        modes = [m for m in MODES if m != "proctor-runsc" or problem is None]
+        modes = [m for m in MODES if (m != "proctor-runsc" or problem is None) and (m != "baseline" or args.baseline)]
     else:
         modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if "baseline" in modes:
+        if not args.baseline:
+            ap.error("mode baseline needs --baseline REV")
+        args.baseline_checkout = export_checkout(args.baseline)
+        log(f"baseline: commit {args.baseline} exported to {args.baseline_checkout}")
     for m in modes:
         if m not in MODES:
             ap.error(f"unknown mode {m!r}; choose from {', '.join(MODES)}")
@@ -588,6 +675,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ratio_rows = ratios(cells, concs)
     print_report(info, cells, ratio_rows, args)
     print_runtimes(cells, ratio_rows)
+    print_baseline(cells, ratio_rows, args.baseline or "")
 
     if args.json:
         payload = {"machine": info, "job": {"code": CODE, "tests": TESTS, "wall_s": WALL_S, "memory_mb": MEMORY_MB},

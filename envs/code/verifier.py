@@ -29,7 +29,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from proctor.sandbox import InfraError, Job, Limits, Result, Sandbox
+from proctor.sandbox import BadJob, InfraError, Job, Limits, Result, Sandbox
 from ..core.types import Task, Verdict
 from ..core.verifier import Verifier, all_verdicts
 from .extract import after_thinking, extract_code, normalize_language, python_parses
@@ -195,8 +195,11 @@ def build_job(spec: Mapping[str, Any], code: str, limits: Limits) -> Job:
             raise ValueError(f"task {spec['task_id']!r}: data['limits'] has a field Limits does not "
                              f"know ({exc}); use wall_s, cpu_s, memory_mb, ...") from None
     # A binary reward needs only the first failing case (partial credit needs them all).
-    return Job(language=lang, code=code, tests=tests, cases=spec["cases"], limits=limits,
-               stop_on_first_failure=bool(spec["cases"]) and not spec["partial_credit"])
+    try:
+        return Job(language=lang, code=code, tests=tests, cases=spec["cases"], limits=limits,
+                   stop_on_first_failure=bool(spec["cases"]) and not spec["partial_credit"])
+    except BadJob as exc:   # the task's data, never the model's answer: name the task
+        raise BadJob(f"task {spec['task_id']!r}: {exc}") from None
 
 
 _DEFINES_CHECK = re.compile(r"^(async\s+)?def\s+check\s*\(", re.M)
