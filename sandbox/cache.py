@@ -44,7 +44,8 @@ FORMAT = 1
 _HERE = Path(__file__).resolve().parent
 # The host-side rules that turn the server's measurements into a Result: editing any
 # of them changes what a stored verdict would be. (The server's files are in the image ref.)
-_RULE_FILES = (_HERE / "verdict.py", _HERE / "language_status.py", _HERE / "types.py", _HERE / "server" / "judge.py")
+_RULE_FILES = (_HERE / "verdict.py", _HERE / "language_status.py", _HERE / "types.py", _HERE / "literal_tests.py",
+               _HERE / "server" / "judge.py")
 
 
 def _rules_version() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import logging
 import os
 import secrets
@@ -20,6 +21,7 @@ from .container import ContainerSpec
 from .engine import check_runtime, connect
 from .breaker import Breaker, HostHealth, down_warning, refusal, startup_failure, up_warning
 from .errors import HostDown, InfraError, NoHostAvailable, SandboxError
+from .literal_tests import encode_plan, literal_plan
 from .hosts import TLSArg
 from .pool import HostPool
 from .server.budgets import compile_mb
@@ -434,15 +436,31 @@ def _check_pending(max_pending: object) -> int:
 
 
 def encode_job(job: Job, job_id: int) -> dict:
-    """The job as the server gets it. A case's expected output is not in it: only the host compares."""
+    """The job as the server gets it. A case's expected output is not in it: only the host compares.
+
+    Python tests made only of literal assertions also travel as a plan the server judges
+    itself (literal_tests.py), so no judge process is needed for them.
+    """
     files = {path: base64.b64encode(c.encode() if isinstance(c, str) else c).decode()
              for path, c in (job.files or {}).items()}
-    return {
+    request = {
         "type": "job", "id": job_id, "language": job.language, "code": job.code, "tests": job.tests,
         "cases": [stdin for stdin, _expected in (job.cases or ())], "files": files,
         "limits": asdict(job.effective_limits), "nonce": secrets.token_hex(16),
         "stop_on_first_failure": job.stop_on_first_failure,
     }
+    if job.language == "python" and job.tests:
+        plan = _plan(job.tests)
+        if plan is not None:
+            request["plan"] = plan
+    return request
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(tests: str) -> Optional[list[dict]]:
+    """The encoded literal plan of ``tests`` (None: a judge runs them); the G samples of a prompt share it."""
+    checks = literal_plan(tests)
+    return encode_plan(checks) if checks is not None else None
 
 
 def case_check(job: Job) -> Optional[Callable[[int, Optional[str]], bool]]:

@@ -20,8 +20,9 @@ What a job never gets, whatever it does (the README's threat model):
   * the server's own files: builds and binaries live in /run/proctor, root's.
 
 Protocol (both directions): 4-byte big-endian length + a JSON object.
-Host -> server: {"type": "job", "id", "language", "code", "tests", "cases" (stdin
-only), "files" (base64), "limits", "nonce", "stop_on_first_failure"}; during a job
+Host -> server: {"type": "job", "id", "language", "code", "tests", "plan" (Python tests
+of literal asserts only: sandbox/literal_tests.py), "cases" (stdin only), "files"
+(base64), "limits", "nonce", "stop_on_first_failure"}; during a job
 with stop_on_first_failure, {"type": "go", "id", "continue": bool} answering a
 {"type": "case", "id", "index", "stdout_sha256"} of the server's.
 Server -> host: {"type": "ready"} once, then one {"type": "result", "id", "steps":
@@ -112,6 +113,8 @@ def build(job: dict, limits: dict, mother: Mother) -> tuple[list[dict], Launch |
     """Build the job's program: (the compile steps, how to run it, or None when the build failed)."""
     language = job["language"]
     if language == "python":
+        if job.get("plan"):   # literal assertions: the server is the judge (calls.py)
+            return [], Launch(called=(job["code"], job["plan"], job["tests"]))
         if job.get("tests"):
             return [], Launch(judged=(job["code"], job["tests"]))
         return [], Launch(python=job["code"])
@@ -139,8 +142,8 @@ def run_job(job: dict, mother: Mother, host: Host) -> list[dict]:
         steps.append(run_step("run", limits, launch, **common))
         if steps[-1]["syntax_error"] or (stop and step_failed(steps[-1])):
             return steps
-    if launch.judged is not None:   # the cases run the program alone
-        launch = Launch(python=launch.judged[0])
+    if launch.judged is not None or launch.called is not None:   # the cases run the program alone
+        launch = Launch(python=(launch.judged or launch.called)[0])   # type: ignore[index]
     for i, stdin in enumerate(cases):
         steps.append(run_step("case", limits, launch, stdin=stdin.encode("utf-8", "surrogatepass"),
                               hash_output=True, **common))

@@ -124,9 +124,15 @@ def child_setup(limits: dict, stdin_fd: int | None, out_w: int, err_w: int, keep
     # reaches the server, and no message queue or memfd can be made.
     if judge:
         confine.confine_judge()
+        try:
+            os.chdir(cwd)   # the work dir, read through the job's group: the tests may read its files
+        except OSError:
+            # The program (running beside the judge) closed its work dir: the tests cannot
+            # read it, which is the program's doing; never a judge that fails to start.
+            os.chdir(layout.JUDGE_TMP)
     else:
         confine.confine_job()
-    os.chdir(cwd)
+        os.chdir(cwd)
 
 
 def setup_done() -> None:

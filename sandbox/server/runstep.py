@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import confine
 import procs
 from hygiene import GVISOR, REAPED, cgroup_cpu_s, oom_kills, other_pids, reap, set_limit, sweep
+from calls import Caller
 from judge import normalize_output
 from layout import WORK
 from mother import Mother
@@ -54,11 +55,12 @@ class ExecFailed(RuntimeError):
 
 @dataclass
 class Launch:
-    """How to start a run. Exactly one of ``argv``, ``python``, ``judged`` is set."""
+    """How to start a run. Exactly one of ``argv``, ``python``, ``judged``, ``called`` is set."""
 
     argv: list[str] | None = None
     python: str | None = None        # a Python program's source ("main" mode)
     judged: tuple[str, str] | None = None   # (program source, tests source)
+    called: tuple[str, list, str] | None = None   # (program, literal plan, tests): the server judges (calls.py)
     data_limit: bool = False         # RLIMIT_DATA = the memory budget (native programs)
     as_limit: bool = False           # RLIMIT_AS under gVisor (native programs)
     as_bytes: int = 0                # an explicit RLIMIT_AS (compilers), 0: none
@@ -211,8 +213,9 @@ def feed(feeds: dict[int, memoryview]) -> None:
 
 
 def start(launch: Launch, limits: dict, pipes: Pipes, stdin_fd: int | None, nonce: str, cpu_s: float,
-          mother: Mother) -> tuple[int, int | None, dict[int, memoryview]]:
-    """Start the run's processes: (pid whose end is the run's end, pid of the program beside it, input feeds)."""
+          mother: Mother) -> tuple[int, int | None, dict[int, memoryview], "Caller | None"]:
+    """Start the run's processes: (pid whose end is the run's end, pid of the program beside it,
+    input feeds, the server's caller when the server judges literal tests)."""
     base = {"out": pipes.out[1], "err": pipes.err[1]}
     if launch.argv is not None:
         keep = {MARKER_FD: pipes.mark[1]}
@@ -232,12 +235,25 @@ def start(launch: Launch, limits: dict, pipes: Pipes, stdin_fd: int | None, nonc
             for fd in extra.values():
                 os.close(fd)
         feed(feeds)
-        return pid, None, feeds
+        return pid, None, feeds, None
     common = {"limits": limits, "cpu_s": cpu_s, "nonce": nonce}
     if launch.python is not None:
         fds = {**base, "mark": pipes.mark[1], **({"stdin": stdin_fd} if stdin_fd is not None else {})}
         (pid,) = spawn_runners(mother, [({**common, "role": "candidate", "source": launch.python}, fds)])
-        return pid, None, {}
+        return pid, None, {}, None
+    if launch.called is not None:
+        server_end, program_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            with open(os.devnull, "wb") as unused:
+                (pid,) = spawn_runners(mother, [
+                    ({**common, "role": "candidate", "source": launch.called[0], "nonce": ""},
+                     {**base, "mark": unused.fileno(), "rpc": program_end.fileno()})])
+        except ExecFailed:
+            server_end.close()
+            raise
+        finally:
+            program_end.close()
+        return pid, None, {}, Caller(server_end.detach(), launch.called[1])
     program, tests = launch.judged   # type: ignore[misc]
     judge_end, program_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -251,7 +267,7 @@ def start(launch: Launch, limits: dict, pipes: Pipes, stdin_fd: int | None, nonc
     finally:
         judge_end.close()
         program_end.close()
-    return judge_pid, program_pid, {}
+    return judge_pid, program_pid, {}, None
 
 
 def run_step(kind: str, limits: dict, launch: Launch, *, mother: Mother, wall_s: float, cpu_s: float,
@@ -262,7 +278,7 @@ def run_step(kind: str, limits: dict, launch: Launch, *, mother: Mother, wall_s:
     stdin_fd = memfd_with(stdin, "stdin") if stdin is not None else None
     cpu0, oom0, t0 = cgroup_cpu_s(), oom_kills(), time.monotonic()
     try:
-        main_pid, peer_pid, feeds = start(launch, limits, pipes, stdin_fd, nonce, cpu_s, mother)
+        main_pid, peer_pid, feeds, caller = start(launch, limits, pipes, stdin_fd, nonce, cpu_s, mother)
     except ExecFailed:
         pipes.close_write_ends()
         for fd in (pipes.out[0], pipes.err[0], pipes.mark[0]):
@@ -275,7 +291,7 @@ def run_step(kind: str, limits: dict, launch: Launch, *, mother: Mother, wall_s:
             os.close(stdin_fd)
     pipes.close_write_ends()
     started = time.monotonic() - t0
-    watch = Watch(pipes, cap, main_pid, peer_pid, mother, t0, cpu0, wall_s, cpu_s)
+    watch = Watch(pipes, cap, main_pid, peer_pid, mother, t0, cpu0, wall_s, cpu_s, caller)
     watch.loop(feeds)
     wall = time.monotonic() - t0
     mother.settle()
@@ -285,15 +301,35 @@ def run_step(kind: str, limits: dict, launch: Launch, *, mother: Mother, wall_s:
         mother.exits.pop(pid, None)
     step = watch.measure(kind, cap, wall, cpu0, oom0, cpu_s, nonce, launch, hash_output)
     step["start_s"] = round(started, 6)   # of wall_s: starting the processes (diagnostics)
+    if caller is not None:
+        os.close(caller.fd)
+        if caller.unsupported:   # the program bound a tested name to what only a judge can call
+            return run_step(kind, limits, Launch(judged=(launch.called[0], launch.called[2])),   # type: ignore[index]
+                            mother=mother, wall_s=wall_s, cpu_s=cpu_s, nonce=nonce)
+        judged_by_server(step, caller, nonce)
     return step
 
 
+def judged_by_server(step: dict, caller: "Caller", nonce: str) -> None:
+    """The step as a judge process would have ended it: exit 0 and the marker, or exit 1 and a traceback."""
+    passed = caller.done and caller.passed
+    if step["exit_code"] == EXIT_AFTER_SYNTAX_ERROR and not caller.started:
+        step["syntax_error"] = True
+    step["program_signal"] = step["signal"] if (caller.gone or not caller.done) else None
+    step["exit_code"], step["signal"] = (0 if passed else 1), None
+    step["marker_ok"] = passed and bool(nonce)
+    if caller.report:
+        err = base64.b64decode(step["stderr"]) + caller.report.encode("utf-8", "backslashreplace")
+        step["stderr"] = base64.b64encode(err).decode()
+
+
 class Watch:
-    """The poll loop of one run: reads its outputs, enforces its limits, reaps its processes."""
+    """The poll loop of one run: reads its outputs, enforces its limits, reaps its processes,
+    and (literal tests) lets the server's caller talk to the program."""
 
     def __init__(self, pipes: Pipes, cap: int, pid: int, peer: int | None, mother: Mother, t0: float,
-                 cpu0: float | None, wall_s: float, cpu_s: float) -> None:
-        self.pid, self.peer, self.mother = pid, peer, mother
+                 cpu0: float | None, wall_s: float, cpu_s: float, caller: "Caller | None" = None) -> None:
+        self.pid, self.peer, self.mother, self.caller = pid, peer, mother, caller
         self.t0, self.cpu0, self.wall_s, self.cpu_s = t0, cpu0, wall_s, cpu_s
         self.out_r, self.err_r, self.mark_r = pipes.out[0], pipes.err[0], pipes.mark[0]
         self.buffers = {self.out_r: bytearray(), self.err_r: bytearray(), self.mark_r: bytearray()}
@@ -313,6 +349,9 @@ class Watch:
             poller.register(fd, select.POLLOUT | select.POLLERR)
         mother_fd = self.mother.sock.fileno()
         poller.register(mother_fd, select.POLLIN)   # its reports of Python runners' ends
+        caller_fd = self.caller.fd if self.caller is not None else -1
+        if self.caller is not None:
+            poller.register(caller_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         exited_at = None
         while open_fds or self.status is None:
             now = time.monotonic()
@@ -325,7 +364,13 @@ class Watch:
             elif exited_at is not None and open_fds and now - exited_at > 0.2:
                 self.kill()   # a background process still holds the pipes open
             for fd, _event in poller.poll(20):
-                if fd == mother_fd:
+                if fd == caller_fd:
+                    self.caller.on_readable()                                     # type: ignore[union-attr]
+                    if self.caller.done:                                          # type: ignore[union-attr]
+                        poller.unregister(fd)
+                        if self.caller.unsupported:                               # type: ignore[union-attr]
+                            self.kill()
+                elif fd == mother_fd:
                     self.mother.read_exits()
                 elif fd in feeds:
                     feed(feeds)
@@ -389,8 +434,12 @@ class Watch:
         status = self.status
         signum = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         timed_out = self.timed_out
-        if signum == signal.SIGXCPU or (signum == signal.SIGKILL and timed_out is None and cpu_used > cpu_s):
-            timed_out = timed_out or "cpu"
+        # The program's process (beside a judge, it is the peer) killed at its CPU limit.
+        peer_signum = os.WTERMSIG(self.peer_status) if self.peer_status is not None and \
+            os.WIFSIGNALED(self.peer_status) else None
+        for sig in (signum, peer_signum):
+            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and timed_out is None and cpu_used > cpu_s):
+                timed_out = timed_out or "cpu"
         out, err = bytes(self.buffers[self.out_r][:cap]), bytes(self.buffers[self.err_r][:cap])
         digest = None
         if hash_output:
