@@ -295,6 +295,7 @@ def run_step(kind: str, limits: dict, launch: Launch, *, mother: Mother, wall_s:
     watch.loop(feeds)
     wall = time.monotonic() - t0
     mother.settle()
+    watch.settle_peer()
     sweep(keep=mother.keep())
     REAPED.clear()
     for pid in (main_pid, peer_pid):
@@ -323,6 +324,14 @@ def judged_by_server(step: dict, caller: "Caller", nonce: str) -> None:
         step["stderr"] = base64.b64encode(err).decode()
 
 
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
 class Watch:
     """The poll loop of one run: reads its outputs, enforces its limits, reaps its processes,
     and (literal tests) lets the server's caller talk to the program."""
@@ -335,7 +344,6 @@ class Watch:
         self.buffers = {self.out_r: bytearray(), self.err_r: bytearray(), self.mark_r: bytearray()}
         self.caps = {self.out_r: cap, self.err_r: cap, self.mark_r: 4096}
         self.status = self.utime = self.peer_status = None
-        self.peer_early = False      # the program beside the judge ended before the judge did
         self.timed_out: str | None = None
         self.output_limit = False
         self.left_behind = 0
@@ -415,13 +423,34 @@ class Watch:
             return status, rusage.ru_utime + rusage.ru_stime
         return self.mother.exits.get(pid)
 
+    def settle_peer(self) -> None:
+        """After the run: how the program beside the judge ended, if it ended by itself.
+
+        Its exit may be reported after the judge's (the mother reaps them in any order):
+        give the report a moment. A program still alive now is killed by the sweep, which
+        says nothing about it.
+        """
+        if self.peer is None or self.peer_status is not None:
+            return
+        # A program that just closed its socket may still be on its way out (its files
+        # close before it is a zombie): give it a moment before calling it alive.
+        deadline = time.monotonic() + 0.5
+        alive_until = time.monotonic() + 0.1
+        while self.ended(self.peer) is None and time.monotonic() < deadline and not self.mother.dead:
+            if os.path.exists(f"/proc/{self.peer}") and not _zombie(self.peer) and time.monotonic() > alive_until:
+                return   # alive: the sweep takes it
+            select.select([self.mother.sock], [], [], 0.01)
+            self.mother.read_exits()
+        found = self.ended(self.peer)
+        if found is not None:
+            self.peer_status = found[0]
+
     def reap(self) -> None:
         reap()
         peer = self.ended(self.peer) if self.peer is not None and self.peer_status is None else None
         main = self.ended(self.pid)
         if peer is not None:
             self.peer_status = peer[0]
-            self.peer_early = main is None
         if main is not None:
             self.status, self.utime = main
 
@@ -466,7 +495,8 @@ class Watch:
             "oom": oom_kills() > oom0,
             "marker_ok": bool(nonce) and mark == nonce.encode(),
             "syntax_error": python and program_exit == EXIT_AFTER_SYNTAX_ERROR and not mark,
-            "program_signal": (os.WTERMSIG(self.peer_status) if self.peer_early and self.peer_status is not None
-                               and os.WIFSIGNALED(self.peer_status) else None),
+            # The program beside the judge killed by a signal, on its own (a status is known
+            # only for a program that ended before the run's sweep).
+            "program_signal": peer_signum,
             "left_behind": self.left_behind,
         }
