@@ -10,6 +10,7 @@
 package proctorguard
 
 import (
+	"io"
 	"os"
 	"syscall"
 )
@@ -39,7 +40,9 @@ func init() {
 	}
 	syscall.Close(4)
 	if f, err := os.Open("/dev/urandom"); err == nil {
-		n, _ := f.Read(mask[:])
+		// ReadFull: a read may return fewer bytes (seen under gVisor), and a short mask
+		// would leave no marker for a correct program.
+		n, _ := io.ReadFull(f, mask[:])
 		f.Close()
 		if n != maxNonce {
 			length = 0

@@ -2,6 +2,7 @@ package proctor.launcher;
 
 import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
+import java.io.FileDescriptor;
 import java.io.FileInputStream;
 import java.io.FileOutputStream;
 import java.io.IOException;
@@ -11,25 +12,29 @@ import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.net.URL;
-import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Enumeration;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import jdk.internal.access.SharedSecrets;
 
 /**
  * Runs a Java job's main class and proves that its main() returned.
  *
  * <p>An exit code of 0 can be forged: System.exit(0) in the middle of the tests stops
  * them and still "passes". So the server hands the program a one-time nonce on fd 4,
- * which this class reads before any class of the program is loaded, and writes back
- * on fd 3 only when the main method returned without throwing. The nonce lives only
- * in this method's locals, masked with random bytes; this module exports nothing, so
- * reflection cannot reach it, and the JVM runs with the attach mechanism off. A
- * System.exit or Runtime.halt from the program ends the JVM before the marker is
- * written.
+ * and this class writes it back on fd 3 only when the main method returned without
+ * throwing. The nonce is read only then: while the program runs it is in the kernel's
+ * pipe, not in this JVM's memory, so no scan of the program's own memory finds it (under
+ * gVisor the JVM is dumpable and /proc/self/mem is the program's to read). The pipe
+ * belongs to root, so the program cannot reopen it through /proc/self/fd, and Java
+ * code can name an fd only by path: this class reads fd 4 through a FileDescriptor it
+ * makes with jdk.internal.access, exported to this module alone. This module exports
+ * nothing, so reflection cannot reach it, and the JVM runs with the attach mechanism
+ * off. A System.exit or Runtime.halt from the program ends the JVM before the marker
+ * is written.
  *
  * <p>The classes (the program's and the tests') arrive on fd 5 as one bundle, which
  * this class reads to its end before any of them is defined: no class file of the
@@ -46,9 +51,8 @@ public final class Launcher {
     }
 
     public static void main(String[] args) throws IOException {
-        byte[] mask = new byte[MAX];
-        byte[] masked = new byte[MAX];
-        int length = readNonce(mask, masked);
+        FileDescriptor nonceFd = new FileDescriptor();
+        SharedSecrets.getJavaIOFileDescriptorAccess().set(nonceFd, 4);
         Classes classes = new Classes(readBundle());
         PrintStream out = System.out;
         PrintStream err = System.err;
@@ -72,34 +76,21 @@ public final class Launcher {
         }
         // Reached only when main() returned: the tests ran to their end.
         flush(System.out, out, System.err, err);
-        if (length > 0) {
-            byte[] nonce = new byte[length];
-            for (int i = 0; i < length; i++) {
-                nonce[i] = (byte) (masked[i] ^ mask[i]);
-            }
-            marker.write(nonce);
-            marker.flush();
-        }
-        Runtime.getRuntime().halt(0);
-    }
-
-    private static int readNonce(byte[] mask, byte[] masked) {
-        byte[] raw = new byte[MAX];
+        byte[] nonce = new byte[MAX];
         int length = 0;
-        try (FileInputStream in = new FileInputStream("/proc/self/fd/4")) {
+        try (FileInputStream in = new FileInputStream(nonceFd)) {
             int n;
-            while (length < MAX && (n = in.read(raw, length, MAX - length)) > 0) {
+            while (length < MAX && (n = in.read(nonce, length, MAX - length)) > 0) {
                 length += n;
             }
         } catch (IOException e) {
             length = 0;
         }
-        new SecureRandom().nextBytes(mask);
-        for (int i = 0; i < length; i++) {
-            masked[i] = (byte) (raw[i] ^ mask[i]);
-            raw[i] = 0;
+        if (length > 0) {
+            marker.write(nonce, 0, length);
+            marker.flush();
         }
-        return length;
+        Runtime.getRuntime().halt(0);
     }
 
     /** The class bundle of fd 5: a count, then (name, bytes) records; empty when there is none. */

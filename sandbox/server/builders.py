@@ -29,6 +29,7 @@ import struct
 import confine
 import layout
 from budgets import JAVAC_FLAGS
+from classfile import read_class
 from native import Budget, install, ok, refused
 from runstep import Launch
 
@@ -115,6 +116,9 @@ def java_hidden_types(code: str, tests: str) -> list[str]:
                 _JDK_TYPES.setdefault(package, set()).add(name)
     packages = {"java.lang", *re.findall(r"^\s*import\s+([\w.]+)\.\*\s*;", _JAVA_SKIP.sub(" ", tests), re.M)}
     known = set().union(*(_JDK_TYPES.get(p, set()) for p in packages))
+    # A type named like a package's first part (`class java`) obscures the package in the
+    # tests' fully qualified names: `java.util.Arrays.asList` would be the program's.
+    known |= {p.split(".")[0] for p in _JDK_TYPES}
     return sorted({name for name, _ in java_top_types(code)} & known)
 
 
@@ -139,6 +143,9 @@ def build_java(job: dict, budget: Budget, gvisor: bool) -> Built:
     step = budget.step(javac)
     if not ok(step):
         return [step], None
+    why = java_equals_refusal(os.path.join(layout.BUILD, "classes"), os.path.basename(paths[0]))
+    if why:
+        return [refused(step, why)], None
     bundle = class_bundle(os.path.join(layout.BUILD, "classes"))
     shutil.rmtree(layout.BUILD)
     # The main class: a public one of the tests (or of the program when there are none) first.
@@ -146,9 +153,32 @@ def build_java(job: dict, budget: Budget, gvisor: bool) -> Built:
     limits = budget.limits
     argv = [java_binary(gvisor), *JAVA_JIT, f"-XX:SharedArchiveFile={OPT}/java/run.jsa", "-Xlog:disable",
             "-Xlog:all=error:stderr", "-XX:+DisableAttachMechanism", f"-Xmx{limits['memory_mb']}m", "-Xss8m",
-            "-ea", "-Dfile.encoding=UTF-8", "-p", f"{OPT}/java/mods",
+            "-ea", "-Dfile.encoding=UTF-8", "--add-exports", "java.base/jdk.internal.access=proctor.launcher",
+            "-p", f"{OPT}/java/mods",
             "-m", "proctor.launcher/proctor.launcher.Launcher", *(name for name, _ in candidates)]
-    return [step], Launch(argv=argv, nonce_fd=True, extra={BUNDLE_FD: bundle})
+    # The nonce pipe is root's: the launcher reads it (after main returned) through an fd, and the
+    # program cannot reopen it through /proc/self/fd.
+    return [step], Launch(argv=argv, nonce_fd=True, nonce_private=True, extra={BUNDLE_FD: bundle})
+
+
+def java_equals_refusal(classes: str, program_file: str) -> str | None:
+    """Why the program's classes may not run: one of them defines equals(Object).
+
+    The tests run in the program's JVM and compare its values with equals
+    (``s.f(x).equals(expected)``): an equals the program writes (an anonymous ArrayList
+    whose equals is always true) would decide them.
+    """
+    for root, _dirs, files in os.walk(classes):
+        for file in files:
+            with open(os.path.join(root, file), "rb") as f:
+                try:
+                    info = read_class(f.read())
+                except (ValueError, struct.error, IndexError):
+                    return f"could not read the compiled class {file}"
+            if info.source_file == program_file and ("equals", "(Ljava/lang/Object;)Z") in info.methods:
+                return (f"the program's class {info.name.replace('/', '.')} defines equals(Object); the tests "
+                        "compare values with equals, so the program may not define it (records included)")
+    return None
 
 
 def class_bundle(classes: str) -> bytes:
@@ -343,11 +373,14 @@ RUST_MACROS = frozenset("""
     eprint eprintln write writeln matches unreachable unimplemented todo concat stringify include include_str
     include_bytes env option_env cfg line column file module_path
 """.split())
-_RUST_ITEM = re.compile(r"(?<!')\b(?:struct|enum|union|type|trait|mod|static|const)\s+(?:r#)?(\w+)"
+_RUST_ITEM = re.compile(r"(?<!['*])\b(?:struct|enum|union|type|trait|mod|static|const)\s+(?:r#)?(\w+)"
                         r"|\bextern\s+crate\s+\w+\s+as\s+(\w+)")
 _RUST_MACRO = re.compile(r"\bmacro_rules!\s*(?:r#)?(\w+)")
 _RUST_USE = re.compile(r"\buse\b[^;]*;")
 _RUST_AS = re.compile(r"\bas\s+(?:r#)?(\w+)")
+# A comparison the program writes itself (`impl PartialEq<Vec<i32>> for Mine`, whose eq
+# says true) would decide the tests' assert_eq!; #[derive(PartialEq)] compares fields.
+_RUST_COMPARISON_IMPL = re.compile(r"\bimpl\b[^{;]*?\b(PartialEq|PartialOrd|Eq|Ord)\b[^{;]*?\bfor\b")
 
 
 def hoist_allows(code: str) -> tuple[str, str]:
@@ -373,6 +406,10 @@ def rust_refusal(code: str) -> str | None:
         # An exported macro reaches the tests' module through `use super::*` and can
         # shadow assert_eq!; textual macro scope only flows forward, and the tests come first.
         return "#[macro_export] is not available: it could redefine the tests' assert macros"
+    comparison = _RUST_COMPARISON_IMPL.search(flat)
+    if comparison:
+        return (f"the program implements {comparison.group(1)} itself; the tests compare values with it "
+                f"(use #[derive({comparison.group(1)})])")
     declared = [g for m in _RUST_ITEM.finditer(flat) for g in m.groups() if g]
     declared += [name for name in _RUST_MACRO.findall(flat) if name in RUST_MACROS]
     declared += [name for use in _RUST_USE.findall(flat) for name in _RUST_AS.findall(use)]

@@ -139,12 +139,14 @@ def run_job(job: dict, mother: Mother, host: Host) -> list[dict]:
     cases = job.get("cases") or []
     stop = bool(job.get("stop_on_first_failure"))   # a binary reward needs no more than one failure
     if job.get("tests") or not cases:
+        layout.reopen_work()
         steps.append(run_step("run", limits, launch, **common))
         if steps[-1]["syntax_error"] or (stop and step_failed(steps[-1])):
             return steps
     if launch.judged is not None or launch.called is not None:   # the cases run the program alone
         launch = Launch(python=(launch.judged or launch.called)[0])   # type: ignore[index]
     for i, stdin in enumerate(cases):
+        layout.reopen_work()
         steps.append(run_step("case", limits, launch, stdin=stdin.encode("utf-8", "surrogatepass"),
                               hash_output=True, **common))
         if stop and (step_failed(steps[-1]) or not host.case_passed(job.get("id"), i, steps[-1])):

@@ -63,6 +63,12 @@ def prepare_job() -> None:
         make_dir(path, uid, gid, mode)
 
 
+def reopen_work() -> None:
+    """Before each run of a job: its work dir as the server made it (an earlier run may have
+    chmod-ed it shut, which must cost that program its verdict, not the sandbox a start)."""
+    os.chmod(WORK, 0o750)
+
+
 def make_build_dir() -> str:
     """The compilers' output dir, owned by the job's uid (compilers run as the job)."""
     make_dir(BUILD, JOB_UID, JOB_GID, 0o700)

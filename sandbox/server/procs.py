@@ -132,7 +132,10 @@ def child_setup(limits: dict, stdin_fd: int | None, out_w: int, err_w: int, keep
             os.chdir(layout.JUDGE_TMP)
     else:
         confine.confine_job()
-        os.chdir(cwd)
+        try:
+            os.chdir(cwd)
+        except OSError:
+            os.chdir("/")   # an earlier run of this job closed its work dir: the program's doing
 
 
 def setup_done() -> None:

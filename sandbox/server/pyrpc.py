@@ -46,7 +46,7 @@ import types
 import weakref
 
 MAX_MESSAGE = 64 << 20
-MAX_DEPTH = 500                 # nesting of containers inside one value
+MAX_DEPTH = 200                 # nesting of containers inside one value (well inside the recursion limit)
 _BIG = 1 << 62                  # ints at least this large travel as hex: decimal text is quadratic
 _EXIT_TYPES = (SystemExit, KeyboardInterrupt, GeneratorExit)
 _HERE = os.path.abspath(__file__)

@@ -66,6 +66,7 @@ class Launch:
     as_bytes: int = 0                # an explicit RLIMIT_AS (compilers), 0: none
     fsize_bytes: int = 0             # an explicit RLIMIT_FSIZE (compilers), 0: the disk budget
     nonce_fd: bool = False           # hand the program the nonce on fd 4 (in-process test guards)
+    nonce_private: bool = False      # that pipe is root's: no reopening it through /proc/self/fd
     extra: dict[int, bytes] = field(default_factory=dict)   # fd -> contents, on a pipe the launcher drains
     cwd: str = WORK
     env: dict[str, str] = field(default_factory=dict)      # on top of procs.CHILD_ENV
@@ -177,17 +178,21 @@ class Pipes:
             os.close(w)
 
 
-def input_pipes(extra: dict[int, bytes]) -> tuple[dict[int, int], dict[int, memoryview]]:
+def input_pipes(extra: dict[int, bytes], private: bool = False) -> tuple[dict[int, int], dict[int, memoryview]]:
     """A pipe per input: (target fd -> read end, write end -> what is left to write).
 
     Pipes, not files: a launcher reads its input to the end before any code of the
     program runs, and after that a reopened /proc/self/fd/N holds nothing. Owned by
-    the job's user, so that the launcher may reopen them through /proc/self/fd.
+    the job's user, so that the launcher may reopen them through /proc/self/fd, unless
+    ``private``: then root's, which nobody in the job may reopen.
     """
     read_ends, feeds = {}, {}
     for target, data in extra.items():
-        with confine.as_job():
+        if private:
             r, w = os.pipe()
+        else:
+            with confine.as_job():
+                r, w = os.pipe()
         try:
             fcntl.fcntl(w, F_SETPIPE_SZ, min(max(len(data), 4096), 1 << 20))
         except OSError:
@@ -219,7 +224,7 @@ def start(launch: Launch, limits: dict, pipes: Pipes, stdin_fd: int | None, nonc
     base = {"out": pipes.out[1], "err": pipes.err[1]}
     if launch.argv is not None:
         keep = {MARKER_FD: pipes.mark[1]}
-        extra, feeds = input_pipes({NONCE_FD: nonce.encode()} if launch.nonce_fd else {})
+        extra, feeds = input_pipes({NONCE_FD: nonce.encode()} if launch.nonce_fd else {}, launch.nonce_private)
         more, more_feeds = input_pipes(launch.extra)
         extra.update(more)
         feeds.update(more_feeds)
