@@ -252,9 +252,9 @@ def _hashable_set(items: list) -> set:
 
 def encode_plan(checks: list[Check]) -> list[dict]:
     """The checks as the server gets them: values in pyrpc's encoding (data only)."""
-    from .server.pyrpc import Codec
+    from .server.pywire import Codec
 
-    codec = Codec(None)   # type: ignore[arg-type] - literals are data: no handle is ever made
+    codec = Codec(None)   # literals are data: no handle is ever made
     return [{"line": c.line, "source": c.source, "name": c.name, "args": [codec.encode(a) for a in c.args],
              "kwargs": [[k, codec.encode(v)] for k, v in c.kwargs], "kind": c.kind,
              "expected": codec.encode(c.expected), "message": c.message, "transform": c.transform,

@@ -15,10 +15,16 @@ import os
 import socket
 import threading
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from proctor.sandbox import BadJob, Job
-from proctor.sandbox.server import pyrpc
+
+# The server's modules import each other by plain names (they are copied flat into the images).
+sys.path.insert(0, str(Path(__import__("proctor.sandbox").sandbox.__file__).parent / "server"))
+import pyrpc  # noqa: E402
 
 
 def pair() -> tuple[pyrpc.Peer, pyrpc.Peer, threading.Thread]:

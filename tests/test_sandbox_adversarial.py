@@ -787,7 +787,7 @@ C_FORGED = {
     "cpp terminate handler exit": ("cpp", "#include <cstdlib>\n#include <exception>\n"
                                           "int f() { std::set_terminate([]{ std::exit(0); }); throw 1; }\n",
                                    CPP_TESTS),
-    # The real exit() behind the --wrap=exit guard.
+    # The real exit() behind a wrapped exit (the guard wraps main now: exit() never marks).
     "c __real_exit": ("c", "void __real_exit(int);\nint f(void) { __real_exit(0); return 1; }\n", C_TESTS),
     "cpp __real_exit": ("cpp", "extern \"C\" void __real_exit(int);\nint f() { __real_exit(0); return 1; }\n",
                         CPP_TESTS),

@@ -2,7 +2,7 @@
 
 Stdlib only: copied into the images beside the fork server.
 
-The server (PID 1) and the zygote run as root, without supplementary groups, with
+The server (PID 1) and the mother of Python runs run as root, without supplementary groups, with
 only the capabilities they need to clean up after a job (container.py: KILL, SETUID,
 SETGID, DAC_OVERRIDE, FOWNER); every job process runs as JOB_UID with none. A process
 may signal only processes of its own uid, so a job's kill(1, ...) is refused with

@@ -239,7 +239,7 @@ _PRCTL = _load_prctl()
 def set_dumpable(flag: int) -> None:
     """Non-dumpable: no ptrace, no /proc/PID/mem, fd or environ for other processes of our uid.
 
-    The flag survives fork (not exec), so the zygote and its children inherit it.
+    The flag survives fork (not exec), so the mother and its runners inherit it.
     """
     if _PRCTL is not None:
         _PRCTL(4, flag, 0, 0, 0)   # PR_SET_DUMPABLE
