@@ -20,7 +20,7 @@ from proctor.sandbox import Job, Sandbox
 import test_sandbox_adversarial as adversarial
 from gvisor import VERSION_PROBE, require_gvisor
 from test_sandbox_adversarial import *  # noqa: F401,F403 - the same tests, collected again under runsc
-from test_sandbox import test_humaneval_canonical_solutions_all_pass, test_humaneval_wrong_solutions_fail  # noqa: F401
+from test_sandbox import test_humaneval_canonical_solutions_all_pass, test_humaneval_stubs_all_fail  # noqa: F401
 
 pytestmark = pytest.mark.docker
 

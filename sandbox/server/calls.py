@@ -17,6 +17,7 @@ import os
 import struct
 
 import pyrpc
+import pywire
 
 TESTS_PATH = "<tests>"
 
@@ -158,8 +159,7 @@ class Caller:
             self.send({"op": "bye"})
 
     def send(self, message: dict) -> None:
-        body = json.dumps(message, separators=(",", ":")).encode("ascii")
-        data = memoryview(struct.pack(">I", len(body)) + body)
+        data = memoryview(pywire.frame(message))
         try:
             while data:
                 data = data[os.write(self.fd, data):]

@@ -44,6 +44,12 @@ class Owner(Protocol):
 
 # --------------------------------------------------------------------------- the wire
 
+def frame(message: dict) -> bytes:
+    """One message as it travels: its length (4 bytes, big-endian), then its ASCII JSON."""
+    body = json.dumps(message, separators=(",", ":")).encode("ascii")
+    return struct.pack(">I", len(body)) + body
+
+
 class Channel:
     """Length-prefixed JSON messages over one connected socket fd."""
 
@@ -51,8 +57,7 @@ class Channel:
         self.fd = fd
 
     def send(self, message: dict) -> None:
-        body = json.dumps(message, separators=(",", ":")).encode("ascii")
-        data = memoryview(struct.pack(">I", len(body)) + body)
+        data = memoryview(frame(message))
         try:
             while data:
                 data = data[os.write(self.fd, data):]
