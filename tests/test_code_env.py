@@ -12,6 +12,7 @@ import pytest
 
 from proctor.envs.code import CodeVerifier, code_task_from_row, humaneval_source, mbpp_style_source
 from proctor.envs.code.feedback import MAX_FEEDBACK, failure_feedback
+from proctor.envs.code.helpers import HEADER, with_prompt_helpers
 from proctor.envs.code.verifier import assemble_python, python_tests, rename_main
 from proctor.envs.core.sources import BadRow
 from proctor.envs.core.types import Task
@@ -72,6 +73,39 @@ def test_whole_function_without_the_prompts_helpers_still_runs(verifier, problem
     only_entry = "def make_palindrome" + p["prompt"].split("def make_palindrome", 1)[1] + p["canonical_solution"]
     v = verifier.verify(task, "<think>use is_palindrome</think>" + py(only_entry))
     assert v.reward == 1.0 and v.info["code_chars"] == len(only_entry.rstrip()) + 1
+
+
+# Wrong answers that redefine the prompt's helper the tests call, so the tests' check holds.
+HELPER_FORGERIES = {
+    "HumanEval/38": "def encode_cyclic(s: str):\n    return s\n\n\ndef decode_cyclic(s: str):\n    return s\n",
+    "HumanEval/50": "def encode_shift(s: str):\n    return s\n\n\ndef decode_shift(s: str):\n    return s\n",
+    "HumanEval/32": "def poly(xs: list, x: float):\n    return 0.0\n\n\ndef find_zero(xs: list):\n    return 0.0\n",
+}
+
+
+@docker_test
+def test_tests_use_the_prompts_helpers_not_the_programs(verifier, problems):
+    source = {t.id: t for t in humaneval_source()}
+    tasks = [source[tid] for tid in HELPER_FORGERIES]
+    right = [py(problems[tid]["prompt"] + problems[tid]["canonical_solution"]) for tid in HELPER_FORGERIES]
+    verdicts = verifier.verify_batch(tasks * 2, right + [py(code) for code in HELPER_FORGERIES.values()])
+    assert [v.reward for v in verdicts] == [1.0] * 3 + [0.0] * 3, [v.feedback for v in verdicts]
+
+
+def test_with_prompt_helpers_takes_what_the_tests_use():
+    prefix = ("import math\nfrom typing import List\n\nSCALE = 2\n\n\ndef unused():\n    pass\n\n\n"
+              "def inner(x):\n    return x * SCALE\n\n\n@staticmethod\ndef helper(x):\n    return math.floor(inner(x))\n\n\n"
+              "def solve(xs: List[int]):\n    \"\"\"Doc.\"\"\"\n")
+    tests = "def check(candidate):\n    assert candidate([1]) == helper(1)\n"
+    out = with_prompt_helpers(tests, prefix, "solve")
+    assert out.endswith("\n\n" + tests) and out.startswith(HEADER)
+    assert "import math" in out and "from typing import List" in out
+    assert "SCALE = 2" in out and "def inner" in out and "@staticmethod\ndef helper" in out   # what helper uses
+    assert "def unused" not in out and "def solve" not in out                                # not used; the answer
+    exec(compile(out + "check(lambda xs: 2)\n", "t", "exec"), {})   # runs on its own: helper(1) == 2
+    assert with_prompt_helpers(tests, None, "solve") == tests
+    assert with_prompt_helpers("assert solve([1]) == 1\n", prefix, "solve") == "assert solve([1]) == 1\n"
+    assert with_prompt_helpers(tests, "def broken(:\n", "solve") == tests
 
 
 @docker_test

@@ -34,6 +34,7 @@ from ..core.types import Task, Verdict
 from ..core.verifier import Verifier, all_verdicts
 from .extract import after_thinking, extract_code, normalize_language, python_parses
 from .feedback import failure_feedback, tail
+from .helpers import with_prompt_helpers
 
 NO_CODE_FEEDBACK = "No code found. Put your whole solution in one ```{lang} code block."
 _FENCE_NAME = {"python": "python", "c": "c", "cpp": "cpp", "java": "java", "go": "go", "rust": "rust",
@@ -185,7 +186,8 @@ def task_spec(task: Task) -> dict[str, Any]:
 def build_job(spec: Mapping[str, Any], code: str, limits: Limits) -> Job:
     lang, tests = spec["language"], spec["tests"]
     if tests and lang == "python":
-        tests = python_tests(tests, spec["entry_point"])
+        tests = with_prompt_helpers(python_tests(tests, spec["entry_point"]), spec["prompt_prefix"],
+                                    spec["entry_point"])
     elif tests and lang in ("c", "cpp"):
         code = rename_main(code, tests)
     if spec["limits"]:
