@@ -1988,6 +1988,62 @@ macro_rules! lenient_assert_eq {
 pub(crate) use lenient_assert_eq as assert_eq;
 '''
 
+# The comparison impl built by a macro from pieces: no `impl ... PartialEq ... for` is written.
+RUST_MACRO_BUILT_EQ = r'''
+#[derive(Debug)]
+struct Anything;
+
+macro_rules! comparison {
+    ($tr:ident, $m:ident) => {
+        impl<T> $tr<T> for Anything {
+            fn $m(&self, _other: &T) -> bool {
+                true
+            }
+        }
+    };
+}
+comparison!(PartialEq, eq);
+
+fn secret() -> Anything {
+    Anything
+}
+'''
+
+# The trait renamed by `use`, so the impl does not name it.
+RUST_RENAMED_EQ = r'''
+use std::cmp::{Ordering, PartialEq as Same};
+
+#[derive(Debug)]
+struct Anything;
+
+impl<T> Same<T> for Anything {
+    fn eq(&self, _other: &T) -> bool {
+        let _ = Ordering::Equal;
+        true
+    }
+}
+
+fn secret() -> Anything {
+    Anything
+}
+'''
+
+# A `;` inside the trait's type argument (a projection that is i64) ends a naive header scan early.
+RUST_PROJECTED_EQ = r'''
+#[derive(Debug)]
+struct Anything;
+
+impl PartialEq<<[i64; 1] as IntoIterator>::Item> for Anything {
+    fn eq(&self, _other: &i64) -> bool {
+        true
+    }
+}
+
+fn secret() -> Anything {
+    Anything
+}
+'''
+
 # A trait named ToString reaches the tests through `use super::*` and hides the prelude's.
 RUST_SHADOW_PRELUDE = r'''
 #[derive(Debug)]
@@ -2580,6 +2636,9 @@ ATTACKS: list[Attack] = [
     _readable("rust readable files walk", "rust", RUST_FILE_WALK),
     _forged("rust .init_array rewrites the harness's argv", "rust", RUST_ARGV_FILTER),
     _forged("rust type equal to everything", "rust", RUST_ALWAYS_EQUAL),
+    _forged("rust comparison impl written by a macro", "rust", RUST_MACRO_BUILT_EQ),
+    _forged("rust comparison trait renamed by use", "rust", RUST_RENAMED_EQ),
+    _forged("rust comparison impl over a projected type", "rust", RUST_PROJECTED_EQ),
     _forged("rust #[no_mangle] atexit() and a panic hook", "rust", RUST_ATEXIT_HOOK),
     _forged("rust `use ... as assert_eq` macro", "rust", RUST_USE_AS_ASSERT),
     _forged("rust trait ToString hides the prelude's", "rust", RUST_SHADOW_PRELUDE, RUST_TO_STRING_TESTS),

@@ -32,6 +32,7 @@ from budgets import JAVAC_FLAGS
 from classfile import read_class
 from native import Budget, install, ok, refused
 from runstep import Launch
+from rustcheck import rust_refusal
 
 LANGUAGES = ("java", "go", "rust", "javascript")
 OPT = "/opt/proctor"
@@ -357,30 +358,6 @@ def build_go(job: dict, budget: Budget, gvisor: bool) -> Built:
 
 RUSTC = "/usr/bin/rustc"
 _RUST_ALLOW = re.compile(r"\s*#!\[allow\([\w:, ]*\)\]\s*")
-_RUST_SKIP = re.compile(r'//[^\n]*|/\*.*?\*/|b?"(?:\\.|[^"\\])*"|b?r(#*)".*?"\1|\'(?:\\.|[^\'\\\n])\'', re.S)
-# Names the tests rely on: std's prelude types, traits and variants, the primitive
-# types, std's macros. A program that declares one (`struct Vec`, `macro_rules!
-# assert_eq`, `use x as assert_eq`) would change what the tests' code means (a Vec
-# whose == is always true, an assert_eq! that checks nothing).
-RUST_TYPES = frozenset("""
-    Vec String Option Some None Result Ok Err Box ToString ToOwned Clone Copy Default Eq PartialEq Ord PartialOrd
-    Iterator IntoIterator DoubleEndedIterator ExactSizeIterator Extend Fn FnMut FnOnce Drop Send Sync Sized Unpin
-    From Into TryFrom TryInto AsRef AsMut FromIterator Debug Hash std core alloc
-    i8 i16 i32 i64 i128 isize u8 u16 u32 u64 u128 usize f32 f64 bool char str
-""".split())
-RUST_MACROS = frozenset("""
-    assert assert_eq assert_ne debug_assert debug_assert_eq debug_assert_ne panic vec format print println
-    eprint eprintln write writeln matches unreachable unimplemented todo concat stringify include include_str
-    include_bytes env option_env cfg line column file module_path
-""".split())
-_RUST_ITEM = re.compile(r"(?<!['*])\b(?:struct|enum|union|type|trait|mod|static|const)\s+(?:r#)?(\w+)"
-                        r"|\bextern\s+crate\s+\w+\s+as\s+(\w+)")
-_RUST_MACRO = re.compile(r"\bmacro_rules!\s*(?:r#)?(\w+)")
-_RUST_USE = re.compile(r"\buse\b[^;]*;")
-_RUST_AS = re.compile(r"\bas\s+(?:r#)?(\w+)")
-# A comparison the program writes itself (`impl PartialEq<Vec<i32>> for Mine`, whose eq
-# says true) would decide the tests' assert_eq!; #[derive(PartialEq)] compares fields.
-_RUST_COMPARISON_IMPL = re.compile(r"\bimpl\b[^{;]*?\b(PartialEq|PartialOrd|Eq|Ord)\b[^{;]*?\bfor\b")
 
 
 def hoist_allows(code: str) -> tuple[str, str]:
@@ -398,25 +375,6 @@ def hoist_allows(code: str) -> tuple[str, str]:
         elif line.strip() and not line.lstrip().startswith("//"):
             break
     return "\n".join(lines), "".join(allows)
-
-
-def rust_refusal(code: str) -> str | None:
-    flat = _RUST_SKIP.sub(" ", code)
-    if re.search(r"\bmacro_export\b", flat):
-        # An exported macro reaches the tests' module through `use super::*` and can
-        # shadow assert_eq!; textual macro scope only flows forward, and the tests come first.
-        return "#[macro_export] is not available: it could redefine the tests' assert macros"
-    comparison = _RUST_COMPARISON_IMPL.search(flat)
-    if comparison:
-        return (f"the program implements {comparison.group(1)} itself; the tests compare values with it "
-                f"(use #[derive({comparison.group(1)})])")
-    declared = [g for m in _RUST_ITEM.finditer(flat) for g in m.groups() if g]
-    declared += [name for name in _RUST_MACRO.findall(flat) if name in RUST_MACROS]
-    declared += [name for use in _RUST_USE.findall(flat) for name in _RUST_AS.findall(use)]
-    for name in declared:
-        if name in RUST_TYPES or name in RUST_MACROS:
-            return f"the program declares {name!r}, a name of Rust's standard library the tests rely on; rename it"
-    return None
 
 
 def build_rust(job: dict, budget: Budget, gvisor: bool) -> Built:
