@@ -1693,6 +1693,9 @@ func Secret() int {
 '''
 GO_NONCE_UNSAFE = ('package main\n\nimport (\n\t"fmt"\n\t"os"\n\t"runtime/debug"\n\t"strings"\n\t"syscall"\n'
                    '\t"unsafe"\n)\n') + GO_SCAN_MEMORY + GO_STEAL_NONCE
+# The same, with "unsafe" spelled with an escape in its import path (the compiler unquotes it).
+GO_NONCE_UNSAFE_ESCAPED = GO_NONCE_UNSAFE.replace('\t"unsafe"\n', '\tunsafe "\\u0075nsafe"\n')
+assert GO_NONCE_UNSAFE_ESCAPED != GO_NONCE_UNSAFE
 GO_NONCE_PROC_MEM = ('package main\n\nimport (\n\t"fmt"\n\t"os"\n\t"strings"\n\t"syscall"\n)\n'
                      + GO_SCAN_PROC_MEM + GO_STEAL_NONCE)
 
@@ -2624,6 +2627,7 @@ ATTACKS: list[Attack] = [
     _forged("go init sets -test.count=0", "go", GO_COUNT_ZERO),
     _forged("go init sets -test.list", "go", GO_TEST_LIST),
     _forged("go masked nonce and mask XORed from memory (unsafe)", "go", GO_NONCE_UNSAFE),
+    _forged("go unsafe imported through an escaped path", "go", GO_NONCE_UNSAFE_ESCAPED),
     _forged("go masked nonce and mask XORed from /proc/self/mem", "go", GO_NONCE_PROC_MEM),
     _cross_job("go memory and files after a job", "go", GO_LEAK, GO_LEAK_TESTS, _echo_setup("go", GO_ECHO)),
     _infra("go deletes its own binary", "go", GO_DELETE_OWN_BINARY),

@@ -291,7 +291,12 @@ def go_imports(code: str) -> set[str]:
 
 
 def go_refusal(code: str) -> str | None:
-    imported = sorted(go_imports(code) & set(_GO_REFUSED_IMPORTS))
+    paths = go_imports(code)
+    escaped = sorted(p for p in paths if "\\" in p)
+    if escaped:
+        # The compiler unquotes an import path: "\u0075nsafe" is "unsafe".
+        return f'the program writes an escape in the import path "{escaped[0]}"; write the path out'
+    imported = sorted(paths & set(_GO_REFUSED_IMPORTS))
     if imported:
         return f'the program imports "{imported[0]}", which is not available in the sandbox'
     directive = next((d for d in _GO_REFUSED_DIRECTIVES if d in code), None)
