@@ -1294,6 +1294,22 @@ class Solution {
     }
 }
 '''
+# The same through java.lang.reflect.Proxy: no class of the program defines equals(Object),
+# its InvocationHandler answers every call, equals included.
+JAVA_PROXY_EQUAL = r'''
+import java.lang.reflect.Proxy;
+import java.util.List;
+
+class Solution {
+    @SuppressWarnings("unchecked")
+    public List<Integer> secretDigits() {
+        return (List<Integer>) Proxy.newProxyInstance(Solution.class.getClassLoader(), new Class<?>[] {List.class},
+            (proxy, method, args) -> method.getName().equals("equals") ? Boolean.TRUE
+                : method.getName().equals("hashCode") ? Integer.valueOf(0)
+                : method.getName().equals("toString") ? "[]" : null);
+    }
+}
+'''
 JAVA_LIST_TESTS = ('import java.util.*;\n\npublic class Main {\n    public static void main(String[] args) {\n'
                    "        Solution s = new Solution();\n"
                    "        if (!s.secretDigits().equals(Arrays.asList(@DIGITS@))) {\n"
@@ -2602,7 +2618,7 @@ ATTACKS: list[Attack] = [
     # C and C++ share one image (one container): their dir-metadata attacks come after both.
     *_meta_attacks("c"),
     # ------------------------------------------------------------------ Java
-    _readable("java static fields of the callers", "java", JAVA_REFLECTION, RESIDUAL_EVERYWHERE),
+    _readable("java static fields of the callers", "java", JAVA_REFLECTION),
     _readable("java class files of the callers", "java", JAVA_CLASS_BYTES),
     _readable("java readable files walk", "java", JAVA_FILE_WALK),
     _forged("java $assertionsDisabled set through Unsafe", "java", JAVA_UNSAFE_ASSERTIONS, JAVA_ASSERT_TESTS),
@@ -2610,6 +2626,7 @@ ATTACKS: list[Attack] = [
             JAVA_ASSERT_TESTS),
     _forged("java class named java obscures java.util", "java", JAVA_OBSCURE_PACKAGE, JAVA_FQN_TESTS),
     _forged("java list equal to everything", "java", JAVA_ALWAYS_EQUAL, JAVA_LIST_TESTS),
+    _forged("java proxy list equal to everything", "java", JAVA_PROXY_EQUAL, JAVA_LIST_TESTS),
     _forged("java launcher's nonce from /proc/self/mem", "java", JAVA_MEMORY_NONCE),
     _cross_job("java memory and files after a job", "java", JAVA_LEAK, JAVA_LEAK_TESTS,
                _echo_setup("java", JAVA_ECHO)),

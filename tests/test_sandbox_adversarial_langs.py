@@ -43,7 +43,7 @@ FORGED: dict[str, dict[str, tuple[str, str, str]]] = {
             "            m.setAccessible(true);\n"
             "            m.invoke(null, (Object) new String[] {\"Main\"});\n"
             "        } catch (Throwable t) { System.out.println(t); }\n"
-            "        System.exit(0);\n        return false;\n" + JAVA_END, "", "failed"),
+            "        System.exit(0);\n        return false;\n" + JAVA_END, "", "compile_error"),   # reflection refused
         "nonce from fd 4 to fd 3": (
             "        try {\n"
             "            byte[] b = new java.io.FileInputStream(\"/proc/self/fd/4\").readAllBytes();\n"

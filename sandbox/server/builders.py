@@ -176,9 +176,43 @@ def java_equals_refusal(classes: str, program_file: str) -> str | None:
                     info = read_class(f.read())
                 except (ValueError, struct.error, IndexError):
                     return f"could not read the compiled class {file}"
-            if info.source_file == program_file and ("equals", "(Ljava/lang/Object;)Z") in info.methods:
+            if info.source_file != program_file:
+                continue
+            if ("equals", "(Ljava/lang/Object;)Z") in info.methods:
                 return (f"the program's class {info.name.replace('/', '.')} defines equals(Object); the tests "
                         "compare values with equals, so the program may not define it (records included)")
+            reflective = java_reflection(info)
+            if reflective:
+                return (f"the program's class {info.name.replace('/', '.')} uses {reflective}: reflection and "
+                        "proxies are not available (a proxy's handler answers equals; reflection reads the tests)")
+    return None
+
+
+# Reflection reads the tests' classes; a Proxy (or a JMX or java.beans one) answers equals
+# through its handler, which no equals(Object) check sees. Lambdas, string concatenation
+# and records bootstrap through java.lang.invoke too: only what reaches other classes'
+# members by name is refused.
+_JAVA_REFLECTIVE_PACKAGES = ("java/lang/reflect/", "java/beans/", "javax/management/")
+_JAVA_REFLECTIVE_MEMBERS = {
+    "java/lang/Class": {"forName", "getMethod", "getMethods", "getDeclaredMethod", "getDeclaredMethods",
+                        "getField", "getFields", "getDeclaredField", "getDeclaredFields", "getConstructor",
+                        "getConstructors", "getDeclaredConstructor", "getDeclaredConstructors", "newInstance",
+                        "getClassLoader", "getEnclosingMethod", "getEnclosingConstructor", "getRecordComponents"},
+    "java/lang/invoke/MethodHandles": None, "java/lang/invoke/MethodHandles$Lookup": None,
+    "java/lang/invoke/MethodHandleProxies": None, "java/lang/ClassLoader": None,
+}
+
+
+def java_reflection(info) -> str | None:   # info: classfile.ClassInfo
+    """What reflective API a compiled class of the program refers to, or None."""
+    for name in (*info.classes, *info.texts):
+        for package in _JAVA_REFLECTIVE_PACKAGES:
+            if package in name:
+                return package.rstrip("/").replace("/", ".")
+    for owner, member in info.members:
+        refused_members = _JAVA_REFLECTIVE_MEMBERS.get(owner, ())
+        if refused_members is None or member in refused_members:
+            return f"{owner.replace('/', '.').replace('$', '.')}.{member}"
     return None
 
 

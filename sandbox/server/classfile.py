@@ -17,6 +17,9 @@ class ClassInfo:
     name: str                          # binary name, with '/' (a/b/C, C$Inner)
     source_file: str                   # the SourceFile attribute ("" when absent)
     methods: tuple[tuple[str, str], ...]   # (name, descriptor)
+    classes: tuple[str, ...] = ()          # every class the constant pool names
+    members: tuple[tuple[str, str], ...] = ()   # every (class, member name) it refers to
+    texts: tuple[str, ...] = ()            # every Utf8 constant (names, descriptors, string literals)
 
 
 def read_class(data: bytes) -> ClassInfo:
@@ -27,7 +30,9 @@ def read_class(data: bytes) -> ClassInfo:
     (count,) = struct.unpack_from(">H", data, pos)
     pos += 2
     utf8: dict[int, str] = {}
-    classes: dict[int, int] = {}
+    classes: dict[int, int] = {}                 # Class entry -> its name's Utf8
+    refs: list[tuple[int, int]] = []             # (Class entry, NameAndType entry) of Field/Method refs
+    name_and_type: dict[int, int] = {}           # NameAndType entry -> its name's Utf8
     index = 1
     while index < count:
         tag = data[pos]
@@ -39,10 +44,15 @@ def read_class(data: bytes) -> ClassInfo:
         elif tag in _SIZES:
             if tag == 7:
                 classes[index] = struct.unpack_from(">H", data, pos)[0]
+            elif tag in (9, 10, 11):
+                refs.append(struct.unpack_from(">HH", data, pos))
+            elif tag == 12:
+                name_and_type[index] = struct.unpack_from(">H", data, pos)[0]
             pos += _SIZES[tag]
         else:
             raise ValueError(f"unknown constant-pool tag {tag}")
         index += 2 if tag in (5, 6) else 1
+    members = tuple((utf8.get(classes.get(c, 0), ""), utf8.get(name_and_type.get(nt, 0), "")) for c, nt in refs)
     _flags, this_class, _super = struct.unpack_from(">HHH", data, pos)
     pos += 6
     (interfaces,) = struct.unpack_from(">H", data, pos)
@@ -57,7 +67,8 @@ def read_class(data: bytes) -> ClassInfo:
         if utf8.get(name_index) == "SourceFile" and length == 2:
             source_file = utf8.get(struct.unpack_from(">H", data, pos + 6)[0], "")
         pos += 6 + length
-    return ClassInfo(utf8.get(classes.get(this_class, 0), ""), source_file, tuple(methods))
+    return ClassInfo(utf8.get(classes.get(this_class, 0), ""), source_file, tuple(methods),
+                     tuple(utf8.get(i, "") for i in classes.values()), members, tuple(utf8.values()))
 
 
 def _skip_members(data: bytes, pos: int) -> int:
