@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -209,6 +210,29 @@ def test_eval_rows_land_at_their_steps_and_the_plot_has_two_lines(tmp_path):
     assert list(train.get_xdata()) == [1, 2, 3, 4, 5]
     assert train.get_color() != greedy.get_color() and train.get_linestyle() != greedy.get_linestyle()
     assert {t.get_text() for t in fig.axes[0].get_legend().get_texts()} >= {train.get_label(), greedy.get_label()}
+
+
+def test_turning_evaluation_on_leaves_training_bit_identical(tmp_path):
+    """Evaluation samples (pass@k) from its own random stream: the training run is the same with or without it."""
+    def run(name: str, every: int) -> tuple[list[dict], dict]:
+        cfg = GRPOConfig.from_dict({
+            "model": "tiny:0", "max_steps": 3, "output_dir": str(tmp_path / name), "seed": 3,
+            "data": {"envs": {"arith": ARITH}, "prompts_per_step": 2},
+            "rollout": {"group_size": 4, "max_new_tokens": 3, "temperature": 1.0},
+            "eval": {"split": 0.1, "every": every, "max_prompts": 6, "k": [4]},
+            "log": {"sample_completions": 2}})
+        trainer = build_trainer(cfg)
+        trainer.train()
+        weights = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+        samples = [json.loads(line) for line in (tmp_path / name / "samples.jsonl").read_text().splitlines()]
+        return [(r["step"], r["task_id"], r["completion"]) for r in samples], weights
+
+    samples_off, weights_off = run("off", 0)
+    samples_on, weights_on = run("on", 1)
+    assert len(samples_on) == 6 and len({text for _, _, text in samples_on}) > 1   # sampled, not constant
+    assert samples_on == samples_off
+    assert weights_on.keys() == weights_off.keys()
+    assert all(torch.equal(weights_on[k], weights_off[k]) for k in weights_on)
 
 
 def test_reward_plot_without_evaluation_draws_the_train_curve_only():

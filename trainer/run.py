@@ -99,8 +99,26 @@ def _evaluator(cfg: GRPOConfig, eval_suite: Optional[EnvSuite], generator: Gener
         raise ValueError(f"eval.every is {cfg.eval.every} but the trainer was given no eval suite: build it with "
                          "proctor.trainer.build.build_trainer(cfg), or pass eval_suite=build_eval_suite(cfg)")
     prompt_ids = functools.partial(tokenize, eval_suite, tokenizer, chat_template_kwargs=cfg.data.chat_template_kwargs)
-    return functools.partial(evaluate, generator, prompt_ids, eval_suite, eval_items(eval_suite),
-                             EvalSettings.from_config(cfg, sampling))
+    run = functools.partial(evaluate, generator, prompt_ids, eval_suite, eval_items(eval_suite),
+                            EvalSettings.from_config(cfg, sampling))
+    return functools.partial(own_random_stream, run, cfg.seed + EVAL_SEED_OFFSET)
+
+
+EVAL_SEED_OFFSET = 1_000_003
+
+
+def own_random_stream(fn: Callable[[], dict[str, float]], seed: int) -> dict[str, float]:
+    """``fn()`` sampling from torch's generator seeded with ``seed``, the training stream restored after.
+
+    Evaluation's pass@k samples would otherwise take numbers from the stream the rollouts
+    sample from, so turning evaluation on would change every later rollout. Seeded the
+    same each time, every evaluation samples alike (less noise between two of them).
+    (vLLM engines sample from their own engine seed, which evaluation does advance.)
+    """
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        return fn()
 
 
 def _prepare_policy(cfg: GRPOConfig, model: Any, accelerator: Any) -> tuple[Trainable, Optional[torch.nn.Module]]:
