@@ -58,7 +58,7 @@ def make_eval_env(target: str, /, *, eval_fraction: float = DEFAULT_EVAL_FRACTIO
     the same env over its held-out questions only, the first ``limit`` of them if given.
 
     Procedural envs give distinct questions here (fewer than ``n`` when the held-out part
-    of their question space is smaller: level 1 arithmetic holds out 16 of its 162).
+    of their question space is smaller: level 1 arithmetic holds out 20 of its 126 questions).
     """
     if limit is not None and limit < 1:
         raise EnvLoadError(f"{target}: limit must be >= 1 (or None for every eval question), got {limit}")

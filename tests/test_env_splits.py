@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import random
 import re
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from proctor.envs.core.splits import (DEFAULT_EVAL_FRACTION, PartitionedSource, 
                                       question_key)
 from proctor.envs.core.types import Task
 from proctor.envs.procedural.arithmetic import ArithmeticSource, arithmetic_task, in_eval_split
+from proctor.envs.procedural.arithmetic import question_key as arithmetic_question_key
 from proctor.envs.procedural.countdown import CountdownSource
 from proctor.envs.procedural.reasoning_gym import ReasoningGymSource
 
@@ -44,14 +47,57 @@ def test_bad_partition_arguments_say_what_is_allowed(partition, fraction):
 
 
 # ---------------------------------------------------------------- procedural
-def test_level1_arithmetic_splits_its_162_questions_disjointly():
+def test_level1_arithmetic_splits_its_126_questions_disjointly():
     train = ArithmeticSource(3000, level=1, partition="train")
     held = ArithmeticSource(500, level=1, partition="eval")
     train_keys, eval_keys = set(_keys(train)), _keys(held)
     assert len(eval_keys) == len(set(eval_keys)), "the eval side has no repeated question"
     assert not train_keys & set(eval_keys)
-    assert len(train_keys) + len(eval_keys) == 162             # every question, on exactly one side
+    # 162 expressions, 126 questions: a + b and b + a are one question (45 sums, 81 differences)
+    assert len(train_keys) + len(eval_keys) == 126             # every question, on exactly one side
     assert len(train) == 3000 and 0 < len(held) < 40           # train as drawn; eval: the held-out ones only
+
+
+def test_no_held_out_question_is_trained_in_another_order():
+    # Before the canonical key, 11 of level 1's 24 held-out questions were a + b whose b + a was trained on.
+    train = {t.data["expression"] for t in ArithmeticSource(3000, level=1, partition="train").tasks}
+    held = [t.data["expression"] for t in ArithmeticSource(500, level=1, partition="eval").tasks]
+    sums = [e.split(" + ") for e in held if " + " in e]
+    assert sums and all(f"{b} + {a}" not in train for a, b in sums)
+
+
+class _Shuffle(ast.NodeTransformer):
+    """Swaps the operands of + and × at random: the same question, written another way."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.BinOp:
+        self.generic_visit(node)
+        if isinstance(node.op, (ast.Add, ast.Mult)) and self.rng.random() < 0.5:
+            node.left, node.right = node.right, node.left
+        return node
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 4, 5])
+def test_operands_of_plus_and_times_in_any_order_are_one_question(level):
+    rng = random.Random(level)
+    for i in range(200):
+        expr = arithmetic_task(i, level).data["expression"]
+        tree = ast.parse(expr.replace("×", "*").replace("÷", "/"), mode="eval")
+        other = ast.unparse(_Shuffle(rng).visit(tree))
+        assert arithmetic_question_key(other) == arithmetic_question_key(expr), (expr, other)
+        assert eval(compile(ast.parse(other, mode="eval"), "q", "eval")) == eval(   # noqa: S307 - our own digits
+            compile(tree, "q", "eval"))
+    assert arithmetic_question_key("3 - 4") != arithmetic_question_key("4 - 3")
+    assert arithmetic_question_key("8 ÷ 4") != arithmetic_question_key("4 ÷ 8")
+
+
+@pytest.mark.parametrize("level", [1, 2, 3, 4, 5])
+def test_every_arithmetic_level_splits_disjointly_by_question(level):
+    train = ArithmeticSource(1500, level=level, partition="train")
+    held = ArithmeticSource(60, level=level, partition="eval")
+    assert len(held) and not set(_keys(train)) & set(_keys(held))
 
 
 def test_same_question_same_side_whatever_seed_n_or_wording():
@@ -74,7 +120,7 @@ def test_numbers_widens_the_question_space():
     source = ArithmeticSource(3000, level=1, numbers=[0, 50])
     operands = [int(x) for t in source.tasks for x in re.findall(r"\d+", t.data["expression"])]
     assert min(operands) == 0 and max(operands) == 50
-    assert len(set(_keys(source))) > 1500                      # level 1 alone has 162
+    assert len(set(_keys(source))) > 1500                      # level 1 alone has 126
     assert source.tasks[0].id.startswith("arith/L1/n0-50/s0/")
     held = ArithmeticSource(200, level=1, numbers=[0, 50], partition="eval")
     assert len(held) == 200 and all(in_eval_split(t.data["expression"]) for t in held.tasks)

@@ -30,7 +30,7 @@ Partition = Literal["train", "eval"]
 PARTITIONS: tuple[str, ...] = ("train", "eval")
 DEFAULT_EVAL_FRACTION = 0.1
 # Consecutive draws that add nothing before a generator decides its partition's question
-# space is exhausted (level 1 arithmetic has 162 questions; missing one of them after this
+# space is exhausted (level 1 arithmetic has 126 questions; missing one of them after this
 # many draws has probability about e^-30).
 STALE_DRAWS = 5000
 

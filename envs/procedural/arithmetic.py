@@ -3,8 +3,9 @@
 Every task is made from a seed, so a source of n tasks is the same on every machine.
 Level 1: a ± b with one-digit numbers … level 5: five operands, parentheses, exact
 division and negative numbers. ``numbers=(lo, hi)`` draws every operand from that
-range instead of the level's digits: level 1 has only 162 distinct questions, level 1
-with ``numbers=(0, 50)`` has 5202 (the questions the tiny model is pretrained on).
+range instead of the level's digits: level 1 has only 162 expressions (126 distinct
+questions: ``3 + 4`` and ``4 + 3`` are one), level 1 with ``numbers=(0, 50)`` has 5202
+expressions, 3927 questions (the questions the tiny model is pretrained on).
 
 ``partition="train" | "eval"`` gives disjoint question sets: a question (its
 expression, whatever the prompt's wording) is held out when the hash of
@@ -13,6 +14,7 @@ expression, whatever the prompt's wording) is held out when the hash of
 
 from __future__ import annotations
 
+import ast
 import random
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -82,9 +84,56 @@ def _expression(rng: random.Random, level: Level, operands: int) -> tuple[str, F
 
 
 def question_key(expression: str) -> str:
-    """The canonical form of an arithmetic question: ``"3 × 4"``, ``"3*4"`` and ``"3 * 4"``
-    are all ``"arith:3*4"`` (the prompt's wording is not part of the question)."""
-    return "arith:" + "".join(expression.replace("×", "*").replace("÷", "/").split())
+    """The canonical form of an arithmetic question, the same for every way of writing it.
+
+    ``"3 × 4"``, ``"4*3"`` and ``"4 * 3"`` are all ``"arith:3*4"``; ``"4 + 3"`` is
+    ``"arith:3+4"``: the operands of + and × in any order (and grouping) are one
+    question, so a held-out ``a + b`` never has its ``b + a`` among the training
+    questions. Sums are read as signed terms (``a - b + c`` is ``a + c - b``); ÷ keeps
+    its order. The prompt's wording is not part of the question.
+    """
+    text = expression.replace("×", "*").replace("÷", "/")
+    try:
+        body = _canonical(ast.parse(text, mode="eval").body)
+    except (SyntaxError, ValueError):
+        body = "".join(text.split())
+    return "arith:" + body
+
+
+def _canonical(node: ast.expr) -> str:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        terms = sorted(sign + _wrapped(term, (ast.Add, ast.Sub)) for sign, term in _terms(node, "+"))
+        return "".join(terms).removeprefix("+")
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return "*".join(sorted(_wrapped(f, (ast.Add, ast.Sub, ast.Mult)) for f in _factors(node)))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        return _wrapped(node.left, (ast.Add, ast.Sub)) + "/" + _wrapped(node.right, (ast.Add, ast.Sub, ast.Mult, ast.Div))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return f"({-node.operand.value})"
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return str(node.value)
+    raise ValueError(f"not an arithmetic expression: {ast.dump(node)[:80]}")
+
+
+def _terms(node: ast.expr, sign: str) -> list[tuple[str, ast.expr]]:
+    """A sum as signed terms: ``a - (b - c)`` is +a, -b, +c."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        flip = {"+": "-", "-": "+"}
+        right = sign if isinstance(node.op, ast.Add) else flip[sign]
+        return _terms(node.left, sign) + _terms(node.right, right)
+    return [(sign, node)]
+
+
+def _factors(node: ast.expr) -> list[ast.expr]:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return _factors(node.left) + _factors(node.right)
+    return [node]
+
+
+def _wrapped(node: ast.expr, looser: tuple[type, ...]) -> str:
+    """A sub-expression's canonical form, in parentheses when its operator binds looser."""
+    text = _canonical(node)
+    return f"({text})" if isinstance(node, ast.BinOp) and isinstance(node.op, looser) else text
 
 
 def in_eval_split(expression: str, eval_fraction: float = DEFAULT_EVAL_FRACTION) -> bool:
