@@ -80,15 +80,32 @@ def test_dynamic_sampling_counts_the_tokens_of_every_round_and_logs_before_filte
 def test_skip_reweight_weighs_a_kept_skippable_prompt_by_one_over_its_keep_probability(tiny, tmp_path):
     trainer = trainer_for(tiny, tmp_path, DigitShare(), skip_predicted_zero_signal=True, skip_reweight=True)
     memory, drawer = trainer.parts.drawer.memory, trainer.parts.drawer
-    for i in range(12):                                # every prompt solved 40 times: predicted zero-signal
+    for i in range(6):                                 # half the prompts solved 40 times: predicted zero-signal
         memory.update(f"t{i}", [True] * 40, step=0)
-    items = drawer.draw(3)
-    assert all(drawer.weight_of(it) == pytest.approx(1 / memory.retry_prob) for it in items)
+    items: list = []
+    while {drawer.weight_of(it) for it in items} != {1.0, 1 / memory.retry_prob}:
+        items = drawer.draw(4)
+    raw = torch.tensor([drawer.weight_of(it) for it in items for _ in range(trainer.cfg.rollout.group_size)])
     from proctor.trainer.metrics import Stopwatch
     scored = trainer.rollout(items, Stopwatch())
     plain_cfg_adv, _ = trainer_for(tiny, tmp_path / "plain", DigitShare())._advantages(scored)
     weighted, _ = trainer._advantages(scored)
-    assert torch.allclose(weighted.advantages, plain_cfg_adv.advantages / memory.retry_prob)
+    # a kept skippable prompt weighs 1 / retry_prob against an unskippable one; the batch's mean weight is 1,
+    # so the expected gradient scale (the step size) is that of the unweighted run
+    factor = raw / raw.mean()
+    assert factor.mean() == pytest.approx(1.0) and factor.max() / factor.min() == pytest.approx(1 / memory.retry_prob)
+    assert torch.allclose(weighted.advantages, plain_cfg_adv.advantages * factor)
+
+
+def test_skip_reweight_keeps_the_step_size_when_every_prompt_is_skippable(tiny, tmp_path):
+    trainer = trainer_for(tiny, tmp_path, DigitShare(), skip_predicted_zero_signal=True, skip_reweight=True)
+    for i in range(12):                                # every prompt predicted zero-signal: each weighs 10 raw
+        trainer.parts.drawer.memory.update(f"t{i}", [True] * 40, step=0)
+    from proctor.trainer.metrics import Stopwatch
+    scored = trainer.rollout(trainer.parts.drawer.draw(3), Stopwatch())
+    plain_cfg_adv, _ = trainer_for(tiny, tmp_path / "plain", DigitShare())._advantages(scored)
+    weighted, _ = trainer._advantages(scored)
+    assert torch.allclose(weighted.advantages, plain_cfg_adv.advantages)   # not 10x: the same step
 
 
 @pytest.mark.parametrize("kind", ["constant", "linear", "cosine"])

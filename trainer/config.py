@@ -49,7 +49,8 @@ class DataConfig:
     skip_predicted_zero_signal: bool = False  # pass-rate memory
     skip_threshold: float = 0.9
     # Skipping prompts changes the prompt mix; skip_reweight weighs each drawn prompt's
-    # advantages by 1/p(drawn) so the objective keeps the unskipped mix in expectation.
+    # advantages by 1/p(drawn), over the batch's mean weight, so the objective keeps the
+    # unskipped mix in expectation and the step size stays that of an unweighted batch.
     skip_reweight: bool = False
     # "random": tasks drawn with replacement (env_weights); "epochs": every task of every env
     # once per epoch, in a shuffled order when shuffle is on (TRL's dataset semantics)

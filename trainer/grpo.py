@@ -156,9 +156,12 @@ class GRPOTrainer:
             everyone = self.accelerator.gather(local).cpu()
         adv = group_advantages(rewards, self.cfg.rollout.group_size, scale=self.cfg.objective.scale_rewards,
                                valid=valid, batch_rewards=everyone)
-        if self.cfg.data.skip_reweight:   # undo the prompt mix that skipping changed: 1 / P(kept) per group
+        if self.cfg.data.skip_reweight:
+            # Undo the prompt mix that skipping changed: 1 / P(kept) per group, divided by the batch's
+            # mean weight so that only the mix changes, never the step size (raw weights grow the
+            # gradient up to 1 / retry_prob as skipping spreads: a learning rate that drifts).
             weights = torch.tensor([self.parts.drawer.weight_of(item) for item in scored.items])
-            adv = replace(adv, advantages=adv.advantages * weights)
+            adv = replace(adv, advantages=adv.advantages * (weights / weights.mean()))
         return adv, valid
 
     def learn(self, batch: TrainBatch, watch: Stopwatch, num_items: Optional[float] = None,
