@@ -69,9 +69,9 @@ class Scripted:
     def __init__(self, greedy: list[str], samples: list[list[str]]) -> None:
         self.greedy_texts, self.samples = greedy, samples
 
-    def greedy(self, prompts, max_new_tokens, *, stop=(), repetition_penalty=1.0):
+    def greedy_rollouts(self, prompts, max_new_tokens, *, stop=(), repetition_penalty=1.0):
         assert len(prompts) == len(self.greedy_texts)
-        return list(self.greedy_texts)
+        return [Rollout(tuple(p), (1, 2), (0.0, 0.0), text, "stop") for p, text in zip(prompts, self.greedy_texts)]
 
     def generate(self, prompts, params):
         assert params.n == max(len(s) for s in self.samples) and len(prompts) == len(self.samples)
@@ -96,6 +96,7 @@ def test_evaluate_counts_greedy_and_pass_at_k_per_env_and_overall():
     assert out["eval_pass@4"] == pytest.approx((1 + 0 + 1) / 3)
     assert out["eval_a_pass@2"] == pytest.approx(0.25) and out["eval_b_pass@4"] == 1.0
     assert out["eval_prompts"] == 3 and out["eval_infra"] == 0
+    assert out["tokens_eval"] == 3 * 2 + 3 * 4 * 1     # greedy: 2 tokens each; samples: 1 token each
 
 
 class Recording(Scripted):
@@ -105,9 +106,9 @@ class Recording(Scripted):
         super().__init__(["1"] * n, [["1"] * k] * n)
         self.calls: list[tuple] = []
 
-    def greedy(self, prompts, max_new_tokens, *, stop=(), repetition_penalty=1.0):
+    def greedy_rollouts(self, prompts, max_new_tokens, *, stop=(), repetition_penalty=1.0):
         self.calls.append(("greedy", [list(p) for p in prompts], max_new_tokens, stop, repetition_penalty))
-        return super().greedy(prompts, max_new_tokens)
+        return super().greedy_rollouts(prompts, max_new_tokens)
 
     def generate(self, prompts, params):
         self.calls.append(("sample", [list(p) for p in prompts], params))

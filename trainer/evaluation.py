@@ -84,25 +84,31 @@ def is_due(step: int, every: int, max_steps: int) -> bool:
 def evaluate(generator: Generator, tokenize: TokenizeFn, suite: EnvSuite, items: Sequence[SuiteItem],
              settings: EvalSettings) -> dict[str, float]:
     """The eval_* values of ``items`` under the generator's current weights: overall and per env
-    (``eval_<env>_greedy_pass_rate``, ``eval_<env>_pass@k``), the number of prompts and the time."""
+    (``eval_<env>_greedy_pass_rate``, ``eval_<env>_pass@k``), the number of prompts, the time and
+    the tokens generated (``tokens_eval``)."""
     if not items:
         raise ValueError("evaluate: no eval items; the eval suite's envs hold no tasks")
     t0 = time.perf_counter()
     items, prompts, out = _limited_prompts(items, [tokenize(item) for item in items], settings)
     infra = 0
     s = settings.sampling
+    tokens = 0
     if settings.greedy:
-        texts = generator.greedy(prompts, s.max_new_tokens, stop=s.stop, repetition_penalty=s.repetition_penalty)
-        verdicts = suite.score_batch(items, texts)
+        greedy = generator.greedy_rollouts(prompts, s.max_new_tokens, stop=s.stop,
+                                           repetition_penalty=s.repetition_penalty)
+        tokens += sum(sum(r.learned()) for r in greedy)
+        verdicts = suite.score_batch(items, [r.text for r in greedy])
         infra += sum(not v.scored for v in verdicts)
         out.update(_greedy_values(items, verdicts))
     if settings.k:
         groups = generator.generate(prompts, replace(s, n=max(settings.k)))
+        tokens += sum(sum(r.learned()) for group in groups for r in group)
         flat_items = [item for item, group in zip(items, groups) for _ in group]
         verdicts = suite.score_batch(flat_items, [r.text for group in groups for r in group])
         infra += sum(not v.scored for v in verdicts)
         out.update(_pass_at_k_values(items, [len(g) for g in groups], verdicts, settings.k))
     out["eval_infra"] = float(infra)
+    out["tokens_eval"] = tokens   # generated here: the token ledger's eval fate
     out["eval_time_s"] = time.perf_counter() - t0
     return out
 

@@ -32,11 +32,11 @@ from .learner import Learner
 from .metrics import Stopwatch, peak_memory_bytes
 from .objective import GRPOMicroLoss, fixed_logps, reference_logps
 from .pipeline import RolloutPipeline
-from .records import Generation, LearnStats, LossSpec, Scored, StepValues, Totals, TrainBatch
+from .records import Generation, LearnStats, Ledger, LossSpec, Scored, StepValues, TrainBatch
 from .rollout.factory import use_sleep
 from .run import build_parts, load_checkpoint, save_checkpoint, save_model, train_loop
 from .sampling import InfraGuard, groups_with_signal
-from .step_row import sample_rows, step_row, token_counts
+from .step_row import sample_rows, step_ledger, step_row, with_eval_tokens
 
 
 def is_mode(rollout: RolloutConfig) -> Optional[str]:
@@ -62,7 +62,7 @@ class GRPOTrainer:
         self.is_mode = is_mode(config.rollout)
         self.infra = InfraGuard(config.optim.max_infra_frac, self._warn)
         self.generation: Optional[Generation] = None   # the current generation batch (steps_per_generation)
-        self.totals = Totals()
+        self.totals = Ledger()                         # the run's token ledger
         self.plots: list[Path] = []
         self.start_step = 0
         pending: list[list[SuiteItem]] = []
@@ -210,17 +210,18 @@ class GRPOTrainer:
              ) -> dict[str, Any]:
         scored, dropped, adv, rounds, lags = part.scored, part.dropped, part.advantages, part.rounds, part.lags
         zero = adv.zero_signal.tolist()
-        generated, zero_tokens = token_counts(scored, zero)
-        dropped_tokens = token_counts(dropped, [True] * len(dropped.rollouts))[0]   # every dropped group: zero signal
-        self.totals = self.totals.add(generated + dropped_tokens, zero_tokens + dropped_tokens)
+        taken = not learn.get("skipped_infra") and learn["skipped_nonfinite"] < self.cfg.objective.num_iterations
+        skipped = self.parts.drawer.memory.tokens_saved - self.totals.skipped_estimate   # since the last row
+        ledger = step_ledger(scored, adv.advantages.tolist(), dropped, taken, skipped)
+        self.totals = self.totals + ledger
         kind, peak = peak_memory_bytes()
         sync = self.generator.last_sync
         values = StepValues(
             step=step, scored=scored, zero_signal=zero, zero_signal_frac=adv.frac_zero_signal, learn=learn,
-            times=dict(watch.totals), step_s=step_s, totals=self.totals, lr=self.learner.lr,
+            times=dict(watch.totals), step_s=step_s, ledger=ledger, totals=self.totals, lr=self.learner.lr,
             # async: the version the engine holds once the queued syncs land (the applied one races the thread)
             weight_version=self.pipeline.next_version if self.pipeline is not None else self.generator.weight_version,
-            tokens_saved_by_skip=self.parts.drawer.memory.tokens_saved, memory_kind=kind, peak_memory_bytes=peak,
+            memory_kind=kind, peak_memory_bytes=peak,
             rounds=rounds, lags=lags, sync_bytes=sync.bytes if sync is not None else None,
             dropped=dropped if self.cfg.data.dynamic_sampling else None)
         self.parts.log.samples(sample_rows(step, scored, self.cfg.rollout.group_size, self.cfg.log.sample_completions))
@@ -260,7 +261,7 @@ class GRPOTrainer:
         """Restore ``state_dict``'s output; returns the prompts of the batches that were in flight."""
         self.start_step = int(state["step"])
         self.parts.drawer.load_state_dict(state["drawer"])
-        self.totals = Totals(**state["totals"])
+        self.totals = Ledger.from_state(state["totals"])
         generation = state.get("generation")
         self.generation = None if generation is None else generation.to(self.accelerator.device)
         # The engine holds the initial weights: give it the restored ones (never resume stale).
@@ -286,7 +287,9 @@ class GRPOTrainer:
         after the batches queued before it."""
         if self.parts.evaluate is None:
             return {}
-        return self.pipeline.run(self.parts.evaluate) if self.pipeline is not None else self.parts.evaluate()
+        values = self.pipeline.run(self.parts.evaluate) if self.pipeline is not None else self.parts.evaluate()
+        values, self.totals = with_eval_tokens(values, self.totals)
+        return values
 
     def train(self) -> list[dict[str, Any]]:
         try:

@@ -115,6 +115,11 @@ class MetricsLog:
         evals = eval_rows(self.rows)
         if evals:
             self.console.print(eval_table(evals[0], evals[-1]))
+        from .ledger_view import ledger_table   # it draws on this module
+
+        ledger = ledger_table(self.rows)
+        if ledger is not None:
+            self.console.print(ledger)
 
     def samples(self, rows: Iterable[dict[str, Any]]) -> None:
         with (self.dir / "samples.jsonl").open("a") as f:
@@ -154,8 +159,8 @@ def _fmt(value: Any) -> str:
 
 
 def plot_run(run_dir: str | os.PathLike[str]) -> list[Path]:
-    """reward.png (train vs held-out eval pass rate), signal.png (zero-signal fraction), tokens.png,
-    memory.png."""
+    """reward.png (train vs held-out eval pass rate), signal.png (zero-signal fraction), tokens.png (the
+    token ledger against rollout tokens, with the pass rates), memory.png."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -171,12 +176,17 @@ def plot_run(run_dir: str | os.PathLike[str]) -> list[Path]:
     fig.savefig(run_dir / "reward.png", dpi=110)
     plt.close(fig)
     written.append(run_dir / "reward.png")
+    from .ledger_view import ledger_figure   # it draws on this module
+
+    fig = ledger_figure(all_rows)
+    if fig is not None:
+        fig.savefig(run_dir / "tokens.png", dpi=110)
+        plt.close(fig)
+        written.append(run_dir / "tokens.png")
     steps = [r["step"] for r in rows]
     panels = {
         "signal.png": ("zero-signal groups", [("zero_signal_frac", "fraction of groups"),
                                               ("zero_signal_token_frac", "fraction of tokens")]),
-        "tokens.png": ("rollout tokens", [("tokens_generated", "generated"), ("tokens_learned", "in groups that taught"),
-                                          ("tokens_saved_by_skip", "saved by skipping")]),
         "memory.png": ("peak memory (GB)", [("memory_peak_gb", "peak")]),
     }
     for name, (title, series) in panels.items():
@@ -225,7 +235,7 @@ def _noisy_series(ax: Any, steps: list[int], values: list[Any], label: str, colo
     """A noisy per-step series: each step faint, read through its moving average."""
     values = [v if v is not None else float("nan") for v in values]
     line, = ax.plot(steps, values, alpha=0.3, linewidth=1, color=color)
-    ax.plot(steps, _moving_average(values, max(1, len(values) // 10)), color=line.get_color(), linewidth=2,
+    ax.plot(steps, moving_average(values, max(1, len(values) // 10)), color=line.get_color(), linewidth=2,
             label=f"{label}, moving avg")
 
 
@@ -236,7 +246,7 @@ def _finish(ax: Any, title: str) -> None:
     ax.legend()
 
 
-def _moving_average(values: list[float], window: int) -> list[float]:
+def moving_average(values: list[float], window: int) -> list[float]:
     out = []
     for i in range(len(values)):
         chunk = [v for v in values[max(0, i - window + 1):i + 1] if not math.isnan(v)]

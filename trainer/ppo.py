@@ -29,10 +29,10 @@ from .config import GRPOConfig
 from .learner import Learner, Trainable, disable_dropout
 from .metrics import Stopwatch, peak_memory_bytes
 from .objective import fixed_logps, reference_logps
-from .records import LearnStats, LossSpec, Scored, StepValues, Totals, TrainBatch
+from .records import LearnStats, Ledger, LossSpec, Scored, StepValues, TrainBatch
 from .sampling import InfraGuard
 from .run import build_parts, load_checkpoint, save_checkpoint, save_model, train_loop
-from .step_row import sample_rows, step_row, token_counts
+from .step_row import sample_rows, step_ledger, step_row, with_eval_tokens
 
 
 class ValueModel(torch.nn.Module):
@@ -112,7 +112,7 @@ class PPOTrainer:
                                warn=lambda m: p.log.console.print(f"[yellow]warning:[/yellow] {m}"))
         self.spec = LossSpec.from_config(config.objective, config.rollout)
         self.infra = InfraGuard(config.optim.max_infra_frac, self.learner.warn)
-        self.totals = Totals()
+        self.totals = Ledger()                         # the run's token ledger
         self.plots: list[Path] = []
         self.start_step = 0
         if config.checkpoint.resume_from:
@@ -166,15 +166,17 @@ class PPOTrainer:
     def _row(self, step: int, scored: Scored, learn: dict[str, float], watch: Stopwatch, step_s: float
              ) -> dict[str, Any]:
         zero = [False] * len(scored.rollouts)   # no groups: every judged sample teaches through the critic
-        self.totals = self.totals.add(*token_counts(scored, zero))
+        taken = not learn.get("skipped_infra") and learn["skipped_nonfinite"] < self.cfg.objective.num_iterations
+        skipped = self.parts.drawer.memory.tokens_saved - self.totals.skipped_estimate   # since the last row
+        ledger = step_ledger(scored, [1.0 if v.scored else 0.0 for v in scored.verdicts], None, taken, skipped)
+        self.totals = self.totals + ledger
         kind, peak = peak_memory_bytes()
         extra = {"algorithm": "ppo", **{k: learn.get(k, math.nan)
                                         for k in ("value_loss", "value_clip_frac", "explained_variance")}}
         values = StepValues(step=step, scored=scored, zero_signal=zero, zero_signal_frac=0.0, learn=learn,
-                            times=dict(watch.totals), step_s=step_s, totals=self.totals, lr=self.learner.lr,
-                            weight_version=self.generator.weight_version,
-                            tokens_saved_by_skip=self.parts.drawer.memory.tokens_saved, memory_kind=kind,
-                            peak_memory_bytes=peak, extra=extra)
+                            times=dict(watch.totals), step_s=step_s, ledger=ledger, totals=self.totals,
+                            lr=self.learner.lr, weight_version=self.generator.weight_version,
+                            memory_kind=kind, peak_memory_bytes=peak, extra=extra)
         self.parts.log.samples(sample_rows(step, scored, self.cfg.rollout.group_size, self.cfg.log.sample_completions))
         return step_row(values)
 
@@ -186,7 +188,7 @@ class PPOTrainer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.start_step = int(state["step"])
         self.parts.drawer.load_state_dict(state["drawer"])
-        self.totals = Totals(**state["totals"])
+        self.totals = Ledger.from_state(state["totals"])
         self.generator.restore(state["weight_version"])
 
     def save_checkpoint(self, step: int) -> Path:
@@ -200,7 +202,8 @@ class PPOTrainer:
         """The eval_* values under the current weights ({} when eval.every is 0)."""
         if self.parts.evaluate is None:
             return {}
-        return self.parts.evaluate()
+        values, self.totals = with_eval_tokens(self.parts.evaluate(), self.totals)
+        return values
 
     def draw_prompts(self, n: int) -> list[SuiteItem]:
         return self.parts.drawer.draw(n)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from .ledger_view import last_ledger
 from .metrics import METRICS_FILE, mean_of, plot_run, read_metrics, train_rows
 
 
@@ -15,10 +16,14 @@ class RunReport:
     reward_first: Optional[float]      # mean over the first tenth of the steps
     reward_last: Optional[float]       # mean over the last tenth
     zero_signal_frac: Optional[float]  # mean over the run
-    tokens_generated: int
-    tokens_learned: int                # in groups with non-zero advantage
-    tokens_zero_signal: int
-    tokens_saved_by_skip: int
+    tokens_generated: int              # rollout tokens, every dynamic-sampling round
+    tokens_learned: int                # in rows the update weighed (non-zero advantage)
+    tokens_zero_signal: int            # in groups that taught nothing, kept or dropped
+    tokens_saved_by_skip: int          # an estimate: not generated
+    tokens_dropped: Optional[int]      # the ledger's other fates (None: a run written before it)
+    tokens_unused: Optional[int]
+    tokens_eval: Optional[int]
+    tokens_all: Optional[int]          # every generated token: rollouts + evaluation
     peak_memory_bytes: Optional[int]
     seconds: float
     plots: tuple[Path, ...]
@@ -40,6 +45,7 @@ def build_report(run_dir: str | Path, plots: bool = True) -> RunReport:
     n = max(1, len(rows) // 10)
     total = lambda key: int(sum(r.get(key) or 0 for r in rows))  # noqa: E731
     peaks = [r.get("peak_memory_bytes") for r in rows if r.get("peak_memory_bytes")]
+    ledger = last_ledger(read_metrics(run_dir)) or {}   # the last evaluation's tokens count too
     return RunReport(
         steps=len(rows),
         reward_first=mean_of([r.get("reward_mean") for r in rows[:n]]),
@@ -49,6 +55,10 @@ def build_report(run_dir: str | Path, plots: bool = True) -> RunReport:
         tokens_learned=total("tokens_learned"),
         tokens_zero_signal=total("zero_signal_tokens"),
         tokens_saved_by_skip=int(rows[-1].get("tokens_saved_by_skip") or 0),
+        tokens_dropped=ledger.get("tokens_dropped_cumulative"),
+        tokens_unused=ledger.get("tokens_unused_cumulative"),
+        tokens_eval=ledger.get("tokens_eval_cumulative"),
+        tokens_all=ledger.get("tokens_all_cumulative"),
         peak_memory_bytes=max(peaks) if peaks else None,
         seconds=float(sum(r.get("time_step_s") or 0.0 for r in rows)),
         plots=tuple(plot_run(run_dir)) if plots else (),

@@ -4,20 +4,63 @@ data-parallel processes)."""
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional, Sequence
 
 from proctor.envs import EnvSuite
 
-from .records import Scored, StepValues
+from .records import Ledger, Scored, StepValues
 
 LEARN_KEYS = ("sampler_logp_diff_mean", "sampler_logp_diff_max", "sampler_ratio_min", "sampler_ratio_mean",
               "sampler_ratio_max", "is_weight_mean")
 
 
-def token_counts(scored: Scored, zero_signal: list[bool]) -> tuple[int, int]:
-    """(sampled tokens, sampled tokens in zero-signal groups); env-inserted tokens are not counted."""
-    lens = [sum(r.learned()) for r in scored.rollouts]
-    return sum(lens), sum(n for n, z in zip(lens, zero_signal) if z)
+def sampled_tokens(scored: Scored) -> list[int]:
+    """Per rollout, the tokens the model sampled (env-inserted tokens are not counted)."""
+    return [sum(r.learned()) for r in scored.rollouts]
+
+
+def step_ledger(scored: Scored, weights: Sequence[float], dropped: Optional[Scored], update_taken: bool,
+                skipped_estimate: int = 0) -> Ledger:
+    """One step's tokens by fate: ``weights`` is each row's weight in the update (its advantage;
+    0: it teaches nothing), ``dropped`` the groups dynamic sampling replaced."""
+    lens = sampled_tokens(scored)
+    if len(weights) != len(lens):
+        raise ValueError(f"step_ledger: {len(weights)} row weights for {len(lens)} rollouts")
+    weighed = sum(n for n, w in zip(lens, weights) if float(w) != 0.0)
+    return Ledger(learned=weighed if update_taken else 0, zero_signal=sum(lens) - weighed,
+                  dropped=sum(sampled_tokens(dropped)) if dropped is not None else 0,
+                  unused=0 if update_taken else weighed, skipped_estimate=skipped_estimate)
+
+
+def ledger_values(ledger: Ledger, totals: Ledger) -> dict[str, Any]:
+    """The ledger's columns: this step's fates, and the run's so far (``*_cumulative``)."""
+    return {
+        "tokens_generated": ledger.rollouts,   # rollout tokens this step, every dynamic-sampling round
+        "tokens_learned": ledger.learned,
+        "tokens_zero_signal_kept": ledger.zero_signal,
+        "tokens_dropped": ledger.dropped,
+        "tokens_unused": ledger.unused,
+        "zero_signal_tokens": ledger.taught_nothing,
+        "zero_signal_token_frac": ledger.taught_nothing / ledger.rollouts if ledger.rollouts else 0.0,
+        "tokens_skipped_estimate": ledger.skipped_estimate,
+        "tokens_saved_by_skip": totals.skipped_estimate,   # an estimate, run so far
+        "tokens_cumulative": totals.rollouts,
+        "tokens_learned_cumulative": totals.learned,
+        "tokens_zero_signal_cumulative": totals.taught_nothing,
+        "tokens_zero_signal_kept_cumulative": totals.zero_signal,
+        "tokens_dropped_cumulative": totals.dropped,
+        "tokens_unused_cumulative": totals.unused,
+        "tokens_eval_cumulative": totals.eval,
+        "tokens_all_cumulative": totals.generated,
+    }
+
+
+def with_eval_tokens(values: dict[str, Any], totals: Ledger) -> tuple[dict[str, Any], Ledger]:
+    """An evaluation's values with its tokens (``tokens_eval``) in the ledger, and the run's ledger after it."""
+    n = int(values.get("tokens_eval") or 0)
+    totals = totals + Ledger(eval=n)
+    return {**values, "tokens_eval": n, "tokens_eval_cumulative": totals.eval,
+            "tokens_all_cumulative": totals.generated}, totals
 
 
 def step_row(v: StepValues) -> dict[str, Any]:
@@ -74,26 +117,15 @@ def _reward_values(scored: Scored) -> dict[str, Any]:
 
 
 def _token_values(v: StepValues) -> dict[str, Any]:
-    generated, zero_tokens = token_counts(v.scored, v.zero_signal)
-    lens = [sum(r.learned()) for r in v.scored.rollouts]
-    if v.dropped is not None:   # the dropped groups' tokens were generated too, and taught nothing
-        extra = token_counts(v.dropped, [True] * len(v.dropped.rollouts))[0]
-        generated, zero_tokens = generated + extra, zero_tokens + extra
+    lens = sampled_tokens(v.scored)
     return {
         "zero_signal_frac": v.zero_signal_frac,
-        "zero_signal_tokens": zero_tokens,
-        "zero_signal_token_frac": zero_tokens / generated if generated else 0.0,
         "dynamic_sampling_rounds": v.rounds,
         "completion_len_mean": sum(lens) / len(lens),
         "completion_len_max": max(lens),
         "completion_truncated_frac": sum(r.truncated for r in v.scored.rollouts) / len(lens),
-        "tokens_generated": generated,
-        "tokens_learned": generated - zero_tokens,
-        "tokens_saved_by_skip": v.tokens_saved_by_skip,
-        "tokens_cumulative": v.totals.tokens_generated,
-        "tokens_learned_cumulative": v.totals.tokens_learned,
-        "tokens_zero_signal_cumulative": v.totals.tokens_zero_signal,
-        "tokens_per_s": generated / v.times["generate"] if v.times.get("generate") else math.nan,
+        **ledger_values(v.ledger, v.totals),
+        "tokens_per_s": v.ledger.rollouts / v.times["generate"] if v.times.get("generate") else math.nan,
     }
 
 
@@ -126,4 +158,4 @@ def gather_row(accelerator: Any, row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["gather_row", "sample_rows", "step_row", "token_counts"]
+__all__ = ["gather_row", "ledger_values", "sample_rows", "sampled_tokens", "step_ledger", "step_row", "with_eval_tokens"]

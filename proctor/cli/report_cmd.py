@@ -44,10 +44,14 @@ def report(
                          ("reward, last tenth of the steps", rep.reward_last),
                          ("zero-signal groups (mean fraction)", rep.zero_signal_frac),
                          ("rollout tokens generated", rep.tokens_generated),
-                         ("  in groups that taught", rep.tokens_learned),
-                         ("  in zero-signal groups", rep.tokens_zero_signal),
-                         ("  share that taught", learned_share),
-                         ("tokens saved by prompt skipping", rep.tokens_saved_by_skip),
+                         ("  learned (rows the update weighed)", rep.tokens_learned),
+                         ("  in zero-signal groups (kept or dropped)", rep.tokens_zero_signal),
+                         ("    of which dropped by dynamic sampling", rep.tokens_dropped),
+                         ("  unused (update not taken)", rep.tokens_unused),
+                         ("  share learned", learned_share),
+                         ("evaluation tokens", rep.tokens_eval),
+                         ("every generated token", rep.tokens_all),
+                         ("not generated: skipped prompts (estimate)", rep.tokens_saved_by_skip),
                          ("peak memory (bytes)", rep.peak_memory_bytes),
                          ("training time (s)", rep.seconds)):
         table.add_row(label, _fmt(value))

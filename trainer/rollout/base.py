@@ -96,8 +96,14 @@ class Generator(Protocol):
 
     def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int, *, stop: tuple[str, ...] = (),
                repetition_penalty: float = 1.0) -> list[str]:
-        """One greedy completion per prompt, as text (evaluation), ended by the stop tokens or
-        ``stop`` strings (cut there, as sampled completions are), under ``repetition_penalty``."""
+        """One greedy completion per prompt, as text: ``greedy_rollouts``' texts."""
+        ...
+
+    def greedy_rollouts(self, prompts: Sequence[list[int]], max_new_tokens: int, *, stop: tuple[str, ...] = (),
+                        repetition_penalty: float = 1.0) -> list[Rollout]:
+        """One greedy completion per prompt (evaluation: its tokens count in the ledger), ended by the
+        stop tokens or ``stop`` strings (cut there, as sampled completions are), under
+        ``repetition_penalty``."""
         ...
 
     def sync_weights(self, force: bool = False) -> bool:

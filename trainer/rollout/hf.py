@@ -73,18 +73,23 @@ class TransformersGenerator:
     @torch.no_grad()
     def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int, *, stop: tuple[str, ...] = (),
                repetition_penalty: float = 1.0) -> list[str]:
+        return [r.text for r in self.greedy_rollouts(prompts, max_new_tokens, stop=stop,
+                                                     repetition_penalty=repetition_penalty)]
+
+    @torch.no_grad()
+    def greedy_rollouts(self, prompts: Sequence[list[int]], max_new_tokens: int, *, stop: tuple[str, ...] = (),
+                        repetition_penalty: float = 1.0) -> list[Rollout]:
         greedy = _Greedy(stop, repetition_penalty)
-        texts: list[str] = []
+        out: list[Rollout] = []
         was_training = self.model.training
         self.model.eval()
         try:
             for start in range(0, len(prompts), self.batch_size):
                 chunk = [list(p) for p in prompts[start:start + self.batch_size]]
-                out = self._generate_chunk(chunk, greedy, max_new_tokens)
-                texts += [r.text for r in out]
+                out += self._generate_chunk(chunk, greedy, max_new_tokens)
         finally:
             self.model.train(was_training)
-        return texts
+        return out
 
     @torch.no_grad()
     def generate(self, prompts: Sequence[list[int]], params: SamplingParams) -> list[list[Rollout]]:

@@ -106,9 +106,19 @@ class VLLMColocatedGenerator:
 
     def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int, *, stop: tuple[str, ...] = (),
                repetition_penalty: float = 1.0) -> list[str]:
+        return [r.text for r in self.greedy_rollouts(prompts, max_new_tokens, stop=stop,
+                                                     repetition_penalty=repetition_penalty)]
+
+    def greedy_rollouts(self, prompts: Sequence[list[int]], max_new_tokens: int, *, stop: tuple[str, ...] = (),
+                        repetition_penalty: float = 1.0) -> list[Rollout]:
         groups = self.engine.generate(prompts, temperature=0.0, max_new_tokens=max_new_tokens, stop_ids=self.stop_ids,
                                       repetition_penalty=repetition_penalty, stop=stop)
-        return [self.tokenizer.decode(g[0].completion_ids, skip_special_tokens=True) for g in groups]
+        version = self.engine.weight_version
+        return [Rollout(prompt_ids=tuple(prompt), completion_ids=tuple(g[0].completion_ids),
+                        logprobs=tuple(g[0].logprobs),
+                        text=self.tokenizer.decode(g[0].completion_ids, skip_special_tokens=True),
+                        finish_reason="stop" if g[0].finish_reason == "stop" else "length", weight_version=version)
+                for prompt, g in zip(prompts, groups)]
 
     # ------------------------------------------------------------------ memory (GPU sleep mode)
     def sleep(self) -> None:

@@ -122,9 +122,18 @@ class VLLMServerGenerator:
 
     def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int, *, stop: tuple[str, ...] = (),
                repetition_penalty: float = 1.0) -> list[str]:
+        return [r.text for r in self.greedy_rollouts(prompts, max_new_tokens, stop=stop,
+                                                     repetition_penalty=repetition_penalty)]
+
+    def greedy_rollouts(self, prompts: Sequence[list[int]], max_new_tokens: int, *, stop: tuple[str, ...] = (),
+                        repetition_penalty: float = 1.0) -> list[Rollout]:
         out = self._request(prompts, n=1, temperature=0.0, max_new_tokens=max_new_tokens,
                             repetition_penalty=repetition_penalty, stop=list(stop))
-        return [self.tokenizer.decode(g[0]["completion_ids"], skip_special_tokens=True) for _, g in out]
+        return [Rollout(prompt_ids=tuple(prompt), completion_ids=tuple(g[0]["completion_ids"]),
+                        logprobs=tuple(g[0].get("logprobs") or ()),
+                        text=self.tokenizer.decode(g[0]["completion_ids"], skip_special_tokens=True),
+                        finish_reason="stop" if g[0]["finish_reason"] == "stop" else "length", weight_version=version)
+                for prompt, (version, g) in zip(prompts, out)]
 
     # ------------------------------------------------------------------ memory (the servers' own GPUs)
     def sleep(self) -> None:
