@@ -12,7 +12,7 @@ Importing this package registers the built-in envs (``proctor envs list``).
 adds TRL-style reward functions on top of an env (``core/reward_funcs.py``).
 """
 
-from .core import (BadRow, ChatSpace, CheckReport, EnvSuite, ListSource, Part, Problem, Rubric, RowSource,
+from .core import (BadRow, ChatSpace, CheckReport, DifficultyKnob, EnvSuite, ListSource, Part, Problem, Rubric, RowSource,
                    SuiteItem, Task, TaskSource, TextSpace, VerifiableEnv, Verdict, Verifier, check_env,
                    exact_verdict, load_rows, mean_reward)
 from .core.reward_funcs import (RewardFuncError, RewardFunctions, RewardFunctionsVerifier, combine_rewards,
@@ -32,7 +32,7 @@ def as_reward_func(env, **kw):  # noqa: ANN001, ANN201 - typed in proctor.envs.a
 
 
 __all__ = [
-    "BadRow", "ChatSpace", "CheckReport", "EnvSuite", "ListSource", "Part", "Problem", "Rubric", "RowSource",
+    "BadRow", "ChatSpace", "CheckReport", "DifficultyKnob", "EnvSuite", "ListSource", "Part", "Problem", "Rubric", "RowSource",
     "SuiteItem", "Task", "TaskSource", "TextSpace", "VerifiableEnv", "Verdict", "Verifier", "check_env",
     "exact_verdict", "load_rows", "mean_reward", "SPECS", "register_all", "registered", "as_reward_func",
     "RewardFuncError", "RewardFunctions", "RewardFunctionsVerifier", "combine_rewards", "with_reward_funcs",

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import gymnasium as gym
 
+from .core.difficulty import DifficultyKnob
 from .core.env import VerifiableEnv
 from .core.sources import BadRow, RowSource, TaskSource, load_rows, require
 from .core.splits import DEFAULT_EVAL_FRACTION, PartitionedSource, check_partition
@@ -29,9 +30,20 @@ NAMESPACE = "proctor"
 
 def _env(source: TaskSource, verifier: Verifier, *, format_weight: float = 0.0,
          format_part: Callable[[Task, str], float] = text.answer_tag_format, reference=None,
-         **kw: Any) -> VerifiableEnv:
+         difficulty: Any = None, **kw: Any) -> VerifiableEnv:
     parts = [Part("format", format_part, format_weight)] if format_weight > 0 else []
-    return VerifiableEnv(source, Rubric(verifier, parts=parts), reference=reference, **kw)
+    return VerifiableEnv(source, Rubric(verifier, parts=parts), reference=reference, difficulty=as_knob(difficulty),
+                         **kw)
+
+
+def as_knob(spec: Any) -> Optional[DifficultyKnob]:
+    """A ``DifficultyKnob``, or one from a config mapping ``{key, edges, name?}`` (a dataset's column)."""
+    if spec is None or isinstance(spec, DifficultyKnob):
+        return spec
+    if not isinstance(spec, Mapping) or set(spec) - {"key", "edges", "name"} or not {"key", "edges"} <= set(spec):
+        raise ValueError(f"difficulty must be a mapping with 'key' (the task data field, e.g. a dataset column "
+                         f"'level') and 'edges' (ascending numbers cutting it into levels), got {spec!r}")
+    return DifficultyKnob(str(spec.get("name", spec["key"])), str(spec["key"]), tuple(spec["edges"]))
 
 
 def _part(source: TaskSource, partition: Optional[str], eval_fraction: float) -> TaskSource:
@@ -75,31 +87,34 @@ def make_math(tasks: Optional[str] = None, *, split: str = "train", prompt_field
               answer_field: str = "answer", level: int = 2, n: int = 1000, seed: int = 0,
               prompt_template: Optional[str] = None, timeout_s: float = 2.0, format_weight: float = 0.0,
               numbers: Optional[list[int]] = None, partition: Optional[str] = None,
-              eval_fraction: float = DEFAULT_EVAL_FRACTION, **kw: Any) -> VerifiableEnv:
+              eval_fraction: float = DEFAULT_EVAL_FRACTION, train_within: float = 1.0, **kw: Any) -> VerifiableEnv:
     """Math word problems scored by answer equivalence; procedural arithmetic when no ``tasks``
-    (``numbers=[lo, hi]``: the operands' range)."""
+    (``numbers=[lo, hi]``: the operands' range; ``train_within``: see ``ArithmeticSource``)."""
     from .math import MathVerifier
     from .procedural.arithmetic import ArithmeticSource, reference_completion
 
     if tasks:
         source: TaskSource = _rows(tasks, split, qa_row(prompt_field, answer_field), partition, eval_fraction)
+        knob = as_knob(kw.pop("difficulty", None))   # a dataset's own column, e.g. {key: level, edges: [2, 3]}
     else:
-        source = ArithmeticSource(n, level, seed, numbers=numbers, partition=partition, eval_fraction=eval_fraction,
-                                  **({"prompt": prompt_template} if prompt_template else {}))
+        arith = ArithmeticSource(n, level, seed, numbers=numbers, partition=partition, eval_fraction=eval_fraction,
+                                 train_within=train_within, **({"prompt": prompt_template} if prompt_template else {}))
+        source, knob = arith, arith.difficulty
     reference = (lambda t: f"\\boxed{{{t.answer}}}") if tasks else reference_completion
-    return _env(source, MathVerifier(timeout_s=timeout_s), format_weight=format_weight, reference=reference, **kw)
+    return _env(source, MathVerifier(timeout_s=timeout_s), format_weight=format_weight, reference=reference,
+                difficulty=knob, **kw)
 
 
 def make_arithmetic(level: int = 2, n: int = 1000, seed: int = 0, **kw: Any) -> VerifiableEnv:
     return make_math(level=level, n=n, seed=seed, **kw)
 
 
-def make_countdown(level: int = 2, n: int = 1000, seed: int = 0, *, partition: Optional[str] = None,
+def make_countdown(level: int | tuple[int, int] = 2, n: int = 1000, seed: int = 0, *, partition: Optional[str] = None,
                    eval_fraction: float = DEFAULT_EVAL_FRACTION, **kw: Any) -> VerifiableEnv:
     from .procedural.countdown import CountdownSource, CountdownVerifier, reference_completion
 
     source = CountdownSource(n, level, seed, partition=partition, eval_fraction=eval_fraction)
-    return _env(source, CountdownVerifier(), reference=reference_completion, **kw)
+    return _env(source, CountdownVerifier(), reference=reference_completion, difficulty=source.difficulty, **kw)
 
 
 def make_code(tasks: Optional[str] = None, *, split: str = "train", partial_credit: bool = False,

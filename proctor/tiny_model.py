@@ -3,10 +3,12 @@
 No hub, no network: a byte-level BPE tokenizer is trained on a synthetic corpus
 made here (ChatML arithmetic Q/A plus a little plain text), a Qwen2 (or Llama)
 model is randomly initialised from a seed and, optionally, pretrained for a few
-steps so it answers with a short number followed by ``<|im_end|>``. Questions the
-arithmetic envs hold out for evaluation (``heldout_fraction``, the envs' default
-``eval_fraction``) are left out of the corpus, so an eval on them measures questions
-the model never saw in pretraining. The result
+steps so it answers with a short number followed by ``<|im_end|>``. Half of the
+arithmetic questions are left out of the corpus (``heldout_fraction`` 0.5 of the
+question hash, ``proctor.envs.core.splits``): the envs' eval questions (below their
+``eval_fraction``, 0.1) and the questions RL trains on with ``train_within: 0.5``, so RL
+learns on questions the model never saw and an eval on the held-out ones measures
+what generalises, not what pretraining memorised. The result
 is an ordinary Hugging Face directory (``AutoTokenizer`` / ``AutoModelForCausalLM``)
 that TRL, transformers and vLLM load as they would a real model.
 
@@ -50,8 +52,11 @@ QA_PAIRS = 20_000
 # Bump when the recipe changes (corpus, tokenizer, init, training): cached models are keyed by it.
 # 2: the arithmetic envs' eval questions are left out of the corpus.
 # 3: ... by their canonical question (a held-out 3 + 4 takes 4 + 3 out of the corpus too).
-RECIPE_VERSION = 3
-HELDOUT_FRACTION = 0.1   # = proctor.envs.core.splits.DEFAULT_EVAL_FRACTION (a test keeps them equal)
+# 4: half the questions left out (eval and RL questions), not only the eval ones.
+RECIPE_VERSION = 4
+# Every question whose hash is below this is left out: above the envs' DEFAULT_EVAL_FRACTION
+# (a test checks), the rest of it is what RL trains on with train_within: 0.5.
+HELDOUT_FRACTION = 0.5
 BUILD_INFO_FILE = "proctor_tiny_model.json"
 
 # Qwen2's pre-tokenizer split (see train_tokenizer for why it must be this one).

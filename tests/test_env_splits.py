@@ -237,7 +237,7 @@ def test_envs_check_takes_a_partition_for_any_env():
 def test_tiny_model_corpus_leaves_the_eval_questions_out():
     from proctor.tiny_model import HELDOUT_FRACTION, RECIPE_VERSION, _BUILD_SIGNATURE, synthetic_corpus
 
-    assert HELDOUT_FRACTION == DEFAULT_EVAL_FRACTION and RECIPE_VERSION >= 2
+    assert HELDOUT_FRACTION >= DEFAULT_EVAL_FRACTION and RECIPE_VERSION >= 4
     assert _BUILD_SIGNATURE.parameters["heldout_fraction"].default == HELDOUT_FRACTION   # part of the cache key
 
     def questions(pairs) -> list[str]:
@@ -249,3 +249,19 @@ def test_tiny_model_corpus_leaves_the_eval_questions_out():
     assert sum(in_eval_split(q) for q in everything) > 200     # without the rule they would be there
     held = ArithmeticSource(100, level=1, numbers=[0, 50], partition="eval")
     assert not {t.data["question_key"] for t in held.tasks} & {f"arith:{q.replace(' ', '')}" for q in kept}
+    # RL's questions (train_within the held-out fraction) are not in the corpus either
+    rl = ArithmeticSource(300, level=1, numbers=[0, 50], partition="train", train_within=HELDOUT_FRACTION)
+    canonical = {t.data["question_key"] for t in ArithmeticSource(3000, level=1, numbers=[0, 50]).tasks
+                 if f"{t.data['expression']}" in set(kept)}
+    assert canonical and not {t.data["question_key"] for t in rl.tasks} & canonical
+    assert not {t.data["question_key"] for t in rl.tasks} & {t.data["question_key"] for t in held.tasks}
+
+
+def test_train_within_keeps_train_questions_below_it_and_refuses_a_bound_under_the_eval_share():
+    from proctor.envs.core.splits import key_bucket
+
+    rl = ArithmeticSource(400, level=1, numbers=[0, 50], partition="train", train_within=0.5)
+    assert all(0.1 <= key_bucket(t.data["question_key"]) < 0.5 for t in rl.tasks)
+    for bad in (0.05, 0.1, 1.5):
+        with pytest.raises(ValueError, match="train_within"):
+            ArithmeticSource(10, level=1, partition="train", train_within=bad)

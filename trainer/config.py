@@ -46,11 +46,21 @@ class DataConfig:
     prompts_per_step: int = 8                 # B
     dynamic_sampling: bool = False            # DAPO: drop zero-signal groups, draw more prompts
     max_resample_rounds: int = 2
-    skip_predicted_zero_signal: bool = False  # pass-rate memory
+    # Pre-rollout selection (trainer/selection.py). skip_predicted_zero_signal: a prompt whose
+    # own record predicts P(all G right or all wrong) > skip_threshold is skipped, except with
+    # probability skip_explore (so it can come back as the policy moves).
+    skip_predicted_zero_signal: bool = False
     skip_threshold: float = 0.9
-    # Skipping prompts changes the prompt mix; skip_reweight weighs each drawn prompt's
-    # advantages by 1/p(drawn), over the batch's mean weight, so the objective keeps the
-    # unskipped mix in expectation and the step size stays that of an unweighted batch.
+    skip_explore: float = 0.1
+    # Adaptive difficulty: envs that declare a difficulty knob draw each prompt from the levels
+    # whose predicted pass rate is in this band [lo, hi] (the policy's frontier); other levels
+    # with probability skip_explore. None: off. difficulty_envs: which envs (None: every env
+    # with a knob; naming an env without one is an error).
+    target_pass_rate: Optional[tuple[float, float]] = None
+    difficulty_envs: Optional[list[str]] = None
+    # Selection changes the prompt mix; skip_reweight weighs each drawn prompt's advantages by
+    # P_uniform / P_selected, over the batch's mean weight, so the objective keeps the uniform
+    # mix in expectation and the step size stays that of an unweighted batch.
     skip_reweight: bool = False
     # "random": tasks drawn with replacement (env_weights); "epochs": every task of every env
     # once per epoch, in a shuffled order when shuffle is on (TRL's dataset semantics)
@@ -329,7 +339,29 @@ def _problems(c: GRPOConfig) -> list[str]:
     if c.optim.steps_per_generation > 1 and (r.async_generation or o.algorithm == "ppo"):
         problems.append("optim.steps_per_generation > 1 is for synchronous GRPO: set rollout.async_generation: false "
                         "and objective.algorithm: grpo, or steps_per_generation: 1")
-    return problems + _rollout_problems(c) + _eval_problems(c.eval)
+    return problems + _selection_problems(d) + _rollout_problems(c) + _eval_problems(c.eval)
+
+
+def _selection_problems(d: DataConfig) -> list[str]:
+    """Probabilities outside [0, 1], an empty band, and settings that would skip every prompt."""
+    problems = []
+    if not 0 < d.skip_threshold < 1:
+        problems.append(f"data.skip_threshold must be in (0, 1): the predicted chance of a zero-signal group above "
+                        f"which a prompt is skipped (0 would skip every prompt seen once; got {d.skip_threshold})")
+    if not 0 < d.skip_explore <= 1:
+        problems.append(f"data.skip_explore must be in (0, 1]: the chance a skippable prompt or an out-of-band level "
+                        f"is drawn anyway (0 would never let a skipped prompt come back; got {d.skip_explore})")
+    band = d.target_pass_rate
+    if band is not None and not (0 <= band[0] < band[1] <= 1):
+        problems.append(f"data.target_pass_rate must be [lo, hi] with 0 <= lo < hi <= 1 (a pass-rate band, "
+                        f"e.g. [0.2, 0.8]; got {list(band)})")
+    if d.difficulty_envs is not None and band is None:
+        problems.append("data.difficulty_envs is set but data.target_pass_rate is not: give the band the "
+                        "frontier aims at (e.g. [0.2, 0.8]), or remove difficulty_envs")
+    unknown = sorted(set(d.difficulty_envs or ()) - set(d.envs))
+    if unknown:
+        problems.append(f"data.difficulty_envs names {unknown}, not in data.envs {sorted(d.envs)}")
+    return problems
 
 
 def _sampling_problems(r: RolloutConfig) -> list[str]:

@@ -223,7 +223,7 @@ class GRPOTrainer:
             weight_version=self.pipeline.next_version if self.pipeline is not None else self.generator.weight_version,
             memory_kind=kind, peak_memory_bytes=peak,
             rounds=rounds, lags=lags, sync_bytes=sync.bytes if sync is not None else None,
-            dropped=dropped if self.cfg.data.dynamic_sampling else None)
+            dropped=dropped if self.cfg.data.dynamic_sampling else None, extra=self.parts.drawer.report())
         self.parts.log.samples(sample_rows(step, scored, self.cfg.rollout.group_size, self.cfg.log.sample_completions))
         return step_row(values)
 

@@ -65,26 +65,30 @@ class PassRateMemory:
             return None
         return (self.prior_a + rec.successes) / (self.prior_a + self.prior_b + rec.trials)
 
-    def zero_signal_prob(self, prompt_id: str) -> Optional[float]:
-        """P(all G right or all G wrong) under the Beta posterior (exact, via Beta functions)."""
+    def zero_signal_prob(self, prompt_id: str, prior: Optional[tuple[float, float]] = None) -> Optional[float]:
+        """P(all G right or all G wrong) under the Beta posterior (exact, via Beta functions).
+
+        ``prior``: (a, b) in place of (prior_a, prior_b), e.g. from the pass rate of the
+        prompt's difficulty level: what prompts like it do, before its own record."""
         rec = self.records.get(prompt_id)
         if rec is None or rec.trials < self.min_trials:
             return None
-        a = self.prior_a + rec.successes
-        b = self.prior_b + max(0.0, rec.trials - rec.successes)
+        prior_a, prior_b = prior if prior is not None else (self.prior_a, self.prior_b)
+        a = prior_a + rec.successes
+        b = prior_b + max(0.0, rec.trials - rec.successes)
         g = self.group_size
         # E[p^G] = B(a+G, b)/B(a, b); E[(1-p)^G] = B(a, b+G)/B(a, b)
         log_beta = lambda x, y: math.lgamma(x) + math.lgamma(y) - math.lgamma(x + y)  # noqa: E731
         base = log_beta(a, b)
         return math.exp(log_beta(a + g, b) - base) + math.exp(log_beta(a, b + g) - base)
 
-    def keep_probability(self, prompt_id: str) -> float:
+    def keep_probability(self, prompt_id: str, prior: Optional[tuple[float, float]] = None) -> float:
         """The chance a draw of this prompt is kept: 1, or ``retry_prob`` when it is skippable."""
-        prob = self.zero_signal_prob(prompt_id)
+        prob = self.zero_signal_prob(prompt_id, prior)
         return 1.0 if prob is None or prob <= self.skip_threshold else self.retry_prob
 
-    def should_skip(self, prompt_id: str, rng: random.Random) -> bool:
-        keep = self.keep_probability(prompt_id)
+    def should_skip(self, prompt_id: str, rng: random.Random, prior: Optional[tuple[float, float]] = None) -> bool:
+        keep = self.keep_probability(prompt_id, prior)
         return keep < 1.0 and rng.random() >= keep
 
     def note_skip(self, expected_tokens: int) -> None:

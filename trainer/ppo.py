@@ -172,7 +172,8 @@ class PPOTrainer:
         self.totals = self.totals + ledger
         kind, peak = peak_memory_bytes()
         extra = {"algorithm": "ppo", **{k: learn.get(k, math.nan)
-                                        for k in ("value_loss", "value_clip_frac", "explained_variance")}}
+                                        for k in ("value_loss", "value_clip_frac", "explained_variance")},
+                 **self.parts.drawer.report()}
         values = StepValues(step=step, scored=scored, zero_signal=zero, zero_signal_frac=0.0, learn=learn,
                             times=dict(watch.totals), step_s=step_s, ledger=ledger, totals=self.totals,
                             lr=self.learner.lr, weight_version=self.generator.weight_version,

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Optional, Protocol
 import torch
 
 from proctor.envs import EnvSuite, SuiteItem
+from proctor.envs.core.difficulty import check_knob
 
 from . import checkpoint
 from .config import GRPOConfig, flat_view
@@ -28,6 +29,7 @@ from .learner import Learner, Trainable, disable_dropout
 from .metrics import MetricsLog, plot_run, read_metrics
 from .multiturn import continue_turns
 from .passrate import PassRateMemory
+from .selection import Frontier, SelectionRules
 from .rollout import Generator, SamplingParams
 from .rollout.factory import make_generator, run_sampling
 from .rollout.weights import is_peft, is_zero3
@@ -69,11 +71,12 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
                                      lora_rank=cfg.optim.lora_rank, accelerator=accelerator)
     sampling = run_sampling(r)
     # Each process draws its own prompts (data parallelism); weights start identical.
-    memory = PassRateMemory(r.group_size, skip_threshold=cfg.data.skip_threshold)
+    rules = selection_rules(cfg)
+    memory = PassRateMemory(r.group_size, skip_threshold=rules.skip_threshold, retry_prob=rules.explore)
     epochs = (EpochOrder(suite, cfg.data.shuffle, cfg.seed, rank, accelerator.num_processes)
               if cfg.data.order == "epochs" else None)
-    drawer = PromptDrawer(suite.sample, cfg.seed + 1000 * rank, memory, cfg.data.skip_predicted_zero_signal,
-                          r.max_new_tokens, epochs)
+    drawer = PromptDrawer(suite.sample, cfg.seed + 1000 * rank, memory, rules, r.max_new_tokens, epochs,
+                          build_frontier(cfg, suite, rules))
     template = cfg.data.chat_template_kwargs
     more_turns = (functools.partial(continue_turns, suite, generator, tokenizer, sampling,
                                     chat_template_kwargs=template)
@@ -89,6 +92,39 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
                      keep_rows=earlier)
     return RunParts(accelerator, policy, ref_model, generator, stop, sampling, drawer, runner, log, run_dir,
                     _evaluator(cfg, eval_suite, generator, tokenizer, sampling))
+
+
+def selection_rules(cfg: GRPOConfig) -> SelectionRules:
+    d = cfg.data
+    return SelectionRules(cfg.rollout.group_size, skip=d.skip_predicted_zero_signal, skip_threshold=d.skip_threshold,
+                          explore=d.skip_explore, band=d.target_pass_rate)
+
+
+def build_frontier(cfg: GRPOConfig, suite: EnvSuite, rules: SelectionRules) -> Optional[Frontier]:
+    """The frontier over the envs that get adaptive difficulty (None when ``data.target_pass_rate`` is unset)."""
+    d = cfg.data
+    if rules.band is None:
+        return None
+    knobs = {name: env.difficulty for name, env in suite.envs.items() if env.difficulty is not None}
+    if d.order == "epochs":
+        raise ValueError("data.target_pass_rate draws prompts at the difficulty frontier, data.order: epochs draws "
+                         "every task once per epoch: use order: random with the band, or remove the band")
+    chosen = list(knobs) if d.difficulty_envs is None else d.difficulty_envs
+    for name in chosen:
+        if name not in knobs:
+            spec = d.envs.get(name, {}).get("id", "?")
+            raise ValueError(f"data.difficulty_envs names {name!r}, whose env ({spec}) declares no difficulty knob: "
+                             "remove it from difficulty_envs, or give the env a DifficultyKnob "
+                             "(proctor.envs.DifficultyKnob; see README, 'Difficulty as a knob')")
+    if not chosen:
+        raise ValueError(f"data.target_pass_rate is set but no env in data.envs ({', '.join(d.envs)}) declares a "
+                         "difficulty knob: remove the band (use data.skip_predicted_zero_signal for envs without "
+                         "one), or add an env with a knob (e.g. proctor/Arithmetic-v0)")
+    for name in chosen:
+        problem = check_knob(knobs[name], suite.envs[name].source)
+        if problem:
+            raise ValueError(f"data.envs.{name}: {problem}")
+    return Frontier({name: (suite.envs[name].source, knobs[name]) for name in chosen}, rules)
 
 
 def _evaluator(cfg: GRPOConfig, eval_suite: Optional[EnvSuite], generator: Generator, tokenizer: Any,

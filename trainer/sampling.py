@@ -1,7 +1,7 @@
 """Phase 1 of a step: which prompts, and their G scored completions.
 
-``PromptDrawer`` draws tasks from the suite (skipping prompts the pass-rate memory
-predicts to be zero-signal, and counting what that saved); ``RolloutRunner`` turns
+``PromptDrawer`` draws tasks from the suite (at the difficulty frontier, skipping prompts
+the pass-rate memory predicts to be zero-signal, and counting what that saved); ``RolloutRunner`` turns
 prompts into a ``Scored`` batch, generating in chunks and scoring each finished chunk
 in a thread while the next one generates. Both take what they need as arguments.
 """
@@ -20,6 +20,7 @@ from proctor.envs import SuiteItem, Verdict
 from .metrics import Stopwatch
 from .passrate import PassRateMemory, PromptRecord
 from .records import Scored
+from .selection import Frontier, SelectionRules, prior_from
 from .rollout import Generator, Rollout, SamplingParams
 
 ScoreFn = Callable[[list[SuiteItem], list[str]], list[Verdict]]
@@ -74,49 +75,76 @@ class EpochOrder:
 
 
 class PromptDrawer:
-    """Tasks for a step, one process's own stream (seeded by rank), with pass-rate memory."""
+    """Tasks for a step, one process's own stream (seeded by rank), chosen before rollout.
+
+    ``frontier`` (envs with a difficulty knob, a target band) picks each prompt's level;
+    ``memory`` (when ``rules.skip``) skips prompts whose own record predicts a zero-signal
+    group. Each kept prompt's importance weight is remembered for ``skip_reweight``
+    (see ``trainer/selection.py``)."""
 
     def __init__(self, sample: Callable[[int, np.random.Generator], list[SuiteItem]], seed: int,
-                 memory: PassRateMemory, skip_zero_signal: bool, default_tokens: int,
-                 epochs: Optional[EpochOrder] = None) -> None:
+                 memory: PassRateMemory, rules: SelectionRules, default_tokens: int,
+                 epochs: Optional[EpochOrder] = None, frontier: Optional[Frontier] = None) -> None:
         self.sample = epochs.sample if epochs is not None else sample
         self.epochs = epochs
         self.rng = random.Random(seed)
         self.np_rng = np.random.default_rng(seed)
         self.memory = memory
-        self.skip_zero_signal = skip_zero_signal
+        self.rules = rules
+        self.frontier = frontier
+        # each env's pass rate (decayed like a level's): the prior of prompts without a level
+        self.env_rates = PassRateMemory(memory.group_size, min_trials=1, decay=rules.level_decay)
         self.default_tokens = default_tokens
-        # (env, task id) → 1 / P(a draw of it is kept), for the prompts drawn lately (skip_reweight)
+        # (env, task id) → P_uniform / P_selected at the prompt's last draw (skip_reweight)
         self.weights: dict[tuple[str, str], float] = {}
         self.recent_lengths: list[float] = []      # mean completion length of the last 5 steps
 
     def draw(self, n: int) -> list[SuiteItem]:
-        """n tasks; with pass-rate memory, prompts predicted zero-signal are skipped (bounded tries)."""
+        """n tasks; prompts predicted zero-signal are skipped (at most 50 n tries, then taken)."""
         items: list[SuiteItem] = []
         tries = 0
         while len(items) < n:
-            item = self.sample(1, self.np_rng)[0]
+            item, weight = self.sample(1, self.np_rng)[0], 1.0
+            if self.frontier is not None and self.frontier.covers(item.env):
+                drawn = self.frontier.draw(item, self.np_rng)
+                item, weight = drawn.item, drawn.weight
             tries += 1
-            keep = self.memory.keep_probability(item.task.id) if self.skip_zero_signal and tries < 50 * n else 1.0
+            keep = (self.memory.keep_probability(item.task.id, prior_from(self.predicted_rate(item)))
+                    if self.rules.skip and tries < 50 * n else 1.0)
             if keep < 1.0 and self.rng.random() >= keep:
                 self.memory.note_skip(self.memory.group_size * self.expected_tokens())
                 continue
-            self.weights[(item.env, item.task.id)] = 1.0 / keep
+            self.weights[(item.env, item.task.id)] = weight / keep
             items.append(item)
         return items
 
+    def predicted_rate(self, item: SuiteItem) -> Optional[float]:
+        """What prompts like ``item`` pass: its level's rate, else its env's (None before either is seen)."""
+        rate = None
+        if self.frontier is not None and self.frontier.covers(item.env):
+            rate = self.frontier.level_rate(item.env, item.task)
+        return rate if rate is not None else self.env_rates.pass_rate(item.env)
+
     def weight_of(self, item: SuiteItem) -> float:
-        """1 / P(kept) at the prompt's last draw: the importance weight that undoes skipping."""
+        """P_uniform / P_selected at the prompt's last draw: the importance weight that undoes selection."""
         return self.weights.get((item.env, item.task.id), 1.0)
 
     def observe(self, scored: Scored, group_size: int, step: int) -> None:
-        """Every scored group updates the memory; lengths update the expected cost of a skip."""
+        """Every scored group updates the memories; lengths update the expected cost of a skip."""
         for group in scored.groups(group_size):
-            self.memory.update(scored.items[group.start].task.id,
-                               [v.correct for v in scored.verdicts[group] if v.scored], step)
+            item = scored.items[group.start]
+            correct = [v.correct for v in scored.verdicts[group] if v.scored]
+            self.memory.update(item.task.id, correct, step)
+            self.env_rates.update(item.env, correct, step)
+            if self.frontier is not None:
+                self.frontier.observe(item.env, item.task, correct, step)
         lens = [sum(r.learned()) for r in scored.rollouts]
         if lens:
             self.recent_lengths = (self.recent_lengths + [sum(lens) / len(lens)])[-5:]
+
+    def report(self) -> dict[str, float]:
+        """The frontier's values since the last report (the step row), {} without one."""
+        return self.frontier.report() if self.frontier is not None else {}
 
     def expected_tokens(self) -> int:
         """A skipped completion's expected length: the recent mean, else the length limit."""
@@ -127,7 +155,10 @@ class PromptDrawer:
         return {"rng": self.rng.getstate(), "np_rng": self.np_rng.bit_generator.state,
                 "memory": {k: asdict(v) for k, v in self.memory.records.items()},
                 "memory_counters": (self.memory.skipped, self.memory.tokens_saved), "weights": dict(self.weights),
-                "epochs": self.epochs.state_dict() if self.epochs is not None else None, "recent_lengths": list(self.recent_lengths)}
+                "epochs": self.epochs.state_dict() if self.epochs is not None else None,
+                "recent_lengths": list(self.recent_lengths),
+                "frontier": self.frontier.state_dict() if self.frontier is not None else None,
+                "env_rates": {k: asdict(v) for k, v in self.env_rates.records.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.setstate(state["rng"])
@@ -138,6 +169,9 @@ class PromptDrawer:
         self.weights = dict(state.get("weights", {}))
         if self.epochs is not None and state.get("epochs"):
             self.epochs.load_state_dict(state["epochs"])
+        self.env_rates.records = {k: PromptRecord(**v) for k, v in state.get("env_rates", {}).items()}
+        if self.frontier is not None and state.get("frontier"):
+            self.frontier.load_state_dict(state["frontier"])
 
 
 @dataclass(frozen=True)

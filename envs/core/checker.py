@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 
 import gymnasium as gym
 
+from .env import VerifiableEnv
 from .types import Verdict
 
 ODD_COMPLETIONS = ("", " ", "\x00", "}{" * 50, "\\boxed{" * 200, "ü" * 10, "x" * 100_000,
@@ -139,6 +140,12 @@ def _batch(env: Any, seeds: tuple[int, ...], rollouts: int) -> Optional[str]:
     return None
 
 
+def _difficulty(env: Any, seeds: tuple[int, ...], rollouts: int) -> Optional[str]:
+    from .difficulty import check_knob
+
+    return check_knob(env.difficulty, env.source)
+
+
 def _always(env: Any) -> bool:
     return True
 
@@ -156,6 +163,9 @@ _CHECKS: list[tuple[str, Callable[[Any, tuple[int, ...], int], Optional[str]], s
      lambda env: callable(getattr(env, "reference", None))),
     ("score_batch keeps one verdict per completion", _batch, "return verdicts in the order of the completions",
      lambda env: hasattr(env, "score_batch") and hasattr(env, "sample_tasks")),
+    ("the difficulty knob places every task, on two levels or more", _difficulty,
+     "write a finite number to task.data[knob.key] for every task, with edges inside its range",
+     lambda env: isinstance(env, VerifiableEnv) and env.difficulty is not None),
 ]
 
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional, Sequence
 import gymnasium as gym
 import numpy as np
 
+from .difficulty import DifficultyKnob
 from .sources import TaskSource
 from .spaces import ChatSpace, TextSpace
 from .types import Prompt, Task, Verdict
@@ -33,6 +34,7 @@ class VerifiableEnv(gym.Env):
                  system_prompt: Optional[str] = None, max_turns: int = 1,
                  feedback_template: str = "{feedback}\n\nPlease fix your answer.",
                  reference: Optional[Callable[[Task], Optional[str]]] = None,
+                 difficulty: Optional[DifficultyKnob] = None,
                  render_mode: Optional[str] = None) -> None:
         if len(source) == 0:
             raise ValueError(f"task source {source.name!r} has no tasks")
@@ -48,6 +50,11 @@ class VerifiableEnv(gym.Env):
         # A known-good completion for a task, when the env can write one: the env
         # checker feeds it back to make sure the verifier accepts it.
         self.reference = reference
+        # How hard each task is, when the env can say (``proctor.envs.core.difficulty``): the
+        # trainer's selector aims each group at the policy's frontier with it.
+        if difficulty is not None and not isinstance(difficulty, DifficultyKnob):
+            raise TypeError(f"difficulty must be a DifficultyKnob, got {type(difficulty).__name__}")
+        self.difficulty = difficulty
         self.observation_space = ChatSpace() if chat else TextSpace()
         self.action_space = TextSpace()
         self.task: Optional[Task] = None

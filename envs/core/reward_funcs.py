@@ -277,4 +277,4 @@ def with_reward_funcs(env: VerifiableEnv, funcs: Sequence[FuncSpec], weights: Op
     verifier = RewardFunctionsVerifier(funcs, weights, base=env.rubric, base_weight=env_weight, base_name=env_name)
     return VerifiableEnv(env.source, verifier, chat=env.chat, system_prompt=env.system_prompt,
                          max_turns=env.max_turns, feedback_template=env.feedback_template, reference=env.reference,
-                         render_mode=env.render_mode)
+                         difficulty=env.difficulty, render_mode=env.render_mode)

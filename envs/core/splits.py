@@ -45,6 +45,12 @@ def check_partition(partition: Optional[str], eval_fraction: float) -> None:
         raise ValueError(f"eval_fraction must be a number strictly between 0 and 1, got {eval_fraction!r}")
 
 
+def check_train_within(train_within: float, eval_fraction: float) -> None:
+    if not isinstance(train_within, (int, float)) or not float(eval_fraction) < float(train_within) <= 1.0:
+        raise ValueError(f"train_within must be above eval_fraction ({eval_fraction}) and at most 1: the train "
+                         f"questions are those whose hash is in [eval_fraction, train_within); got {train_within!r}")
+
+
 def key_bucket(key: str) -> float:
     """The key's place in [0, 1): the first 8 bytes of its SHA-256, as a fraction."""
     digest = hashlib.sha256(key.encode("utf-8")).digest()
@@ -91,7 +97,7 @@ class PartitionedSource(ListSource):
 
 def draw_partition(make: Callable[[int], Task], n: int, partition: Optional[str],
                    eval_fraction: float = DEFAULT_EVAL_FRACTION, what: str = "source", *,
-                   max_draws: Optional[int] = None) -> list[Task]:
+                   max_draws: Optional[int] = None, train_within: float = 1.0) -> list[Task]:
     """``make(0), make(1), ...`` kept while they fall in ``partition``, until there are ``n``.
 
     No partition: the first ``n`` tasks, exactly as before partitions existed. "train":
@@ -99,8 +105,11 @@ def draw_partition(make: Callable[[int], Task], n: int, partition: Optional[str]
     questions only (an eval set that repeats a question weighs it twice); fewer than
     ``n`` when the held-out part of the question space is smaller (the generator stops
     after ``STALE_DRAWS`` draws in a row add nothing, or after ``max_draws`` draws).
+    ``train_within``: the train side keeps only questions whose hash is below it too, e.g.
+    0.5 for questions the tiny model's corpus leaves out (it leaves out everything below 0.5).
     """
     check_partition(partition, eval_fraction)
+    check_train_within(train_within, eval_fraction)
     if n < 1:
         raise ValueError(f"{what}: n must be >= 1, got {n}")
     if partition is None:
@@ -113,7 +122,8 @@ def draw_partition(make: Callable[[int], Task], n: int, partition: Optional[str]
         task = make(index)
         index += 1
         key = question_key(task)
-        if (key_bucket(key) < eval_fraction) != want_eval or (want_eval and key in seen):
+        bucket = key_bucket(key)
+        if (bucket < eval_fraction) != want_eval or (want_eval and key in seen) or (not want_eval and bucket >= train_within):
             stale += 1
             continue
         stale = 0

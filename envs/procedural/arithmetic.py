@@ -7,6 +7,10 @@ range instead of the level's digits: level 1 has only 162 expressions (126 disti
 questions: ``3 + 4`` and ``4 + 3`` are one), level 1 with ``numbers=(0, 50)`` has 5202
 expressions, 3927 questions (the questions the tiny model is pretrained on).
 
+Difficulty knob (``ArithmeticSource.difficulty``): each task's :func:`work` (carries,
+borrows, subtractions, negative results, digit products), cut at the source's quantiles,
+so the trainer can aim each group at the policy's frontier.
+
 ``partition="train" | "eval"`` gives disjoint question sets: a question (its
 expression, whatever the prompt's wording) is held out when the hash of
 :func:`question_key` falls below ``eval_fraction`` (see ``proctor.envs.core.splits``).
@@ -15,11 +19,13 @@ expression, whatever the prompt's wording) is held out when the hash of
 from __future__ import annotations
 
 import ast
+import re
 import random
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Optional, Sequence
 
+from ..core.difficulty import DifficultyKnob
 from ..core.sources import ListSource
 from ..core.splits import DEFAULT_EVAL_FRACTION, check_partition, draw_partition, in_eval_partition
 from ..core.types import Task
@@ -164,7 +170,69 @@ def arithmetic_task(index: int, level: int = 2, seed: int = 0, prompt: str = PRO
     range_id = "" if span is None else f"/n{span[0]}-{span[1]}"
     return Task(id=f"arith/L{level}{range_id}/s{seed}/{index}", prompt=prompt.format(expr=expr),
                 answer=str(value.numerator), data={"level": level, "expression": expr,
-                                                   "question_key": question_key(expr)}, source="arithmetic")
+                                                   "question_key": question_key(expr),
+                                                   "work": work(expr)}, source="arithmetic")
+
+
+def work(expression: str) -> int:
+    """How much work the question takes, counted as a person would: for each + and -, every
+    column with a carry or borrow; each subtraction one more, and one more when it goes
+    negative; for each x the product of the operands' digit counts; for each / the digits
+    of the quotient plus one. The difficulty knob reads it (``task.data["work"]``)."""
+    return _work(ast.parse(expression.replace("×", "*").replace("÷", "/"), mode="eval").body)[1]
+
+
+def _work(node: ast.expr) -> tuple[Fraction, int]:
+    """(value, work) of an expression tree."""
+    if isinstance(node, ast.Constant):
+        return Fraction(node.value), 0
+    if isinstance(node, ast.UnaryOp):
+        value, w = _work(node.operand)
+        return -value, w
+    assert isinstance(node, ast.BinOp)
+    (a, wa), (b, wb) = _work(node.left), _work(node.right)
+    if isinstance(node.op, (ast.Add, ast.Sub)):
+        value = a + b if isinstance(node.op, ast.Add) else a - b
+        subtract = isinstance(node.op, ast.Sub) != ((a < 0) != (b < 0))   # on magnitudes
+        x, y = sorted((abs(int(a)), abs(int(b))), reverse=True)
+        step = _borrows(x, y) + 1 + (value < 0) if subtract else _carries(x, y)
+    elif isinstance(node.op, ast.Mult):
+        value, step = a * b, len(str(abs(int(a)))) * len(str(abs(int(b))))
+    else:
+        value = a / b if b else a
+        step = len(str(abs(int(value)))) + 1
+    return value, wa + wb + step
+
+
+def _carries(x: int, y: int) -> int:
+    carries, carry = 0, 0
+    while x or y:
+        carry = (x % 10 + y % 10 + carry) >= 10
+        carries += carry
+        x, y = x // 10, y // 10
+    return carries
+
+
+def _borrows(x: int, y: int) -> int:
+    """Borrows in x - y with x >= y >= 0."""
+    borrows, borrow = 0, 0
+    while y or borrow:
+        borrow = (x % 10 - y % 10 - borrow) < 0
+        borrows += borrow
+        x, y = x // 10, y // 10
+    return borrows
+
+
+def difficulty_knob(tasks: Sequence[Task], bins: int = 5) -> DifficultyKnob:
+    """The knob over these tasks' ``work``, cut at its quantiles into at most ``bins`` levels
+    (one level per value when it takes at most ``bins``: level 1 has four, 0 to 3)."""
+    values = sorted(t.data["work"] for t in tasks)
+    distinct = sorted(set(values))
+    cuts = (set(distinct[1:]) if len(distinct) <= bins   # few values: one level each
+            else {values[len(values) * k // bins] for k in range(1, bins)} - {values[0]})
+    if not cuts:   # every task takes the same work: one edge above it (the knob check flags one level)
+        cuts = {values[0] + 1}
+    return DifficultyKnob("work", key="work", edges=tuple(float(c) for c in sorted(cuts)))
 
 
 class ArithmeticSource(ListSource):
@@ -172,12 +240,13 @@ class ArithmeticSource(ListSource):
 
     ``prompt`` is a template with ``{expr}``, e.g. "What is {expr}?" for a model that
     has never seen ``\\boxed``. ``numbers=(lo, hi)``: the operands' range. ``partition``:
-    "train" or "eval" questions only (eval: distinct, possibly fewer than ``n``).
+    "train" or "eval" questions only (eval: distinct, possibly fewer than ``n``);
+    ``train_within``: train questions only below that hash too (0.5: none the tiny model saw).
     """
 
     def __init__(self, n: int = 1000, level: int | tuple[int, int] = 2, seed: int = 0, prompt: str = PROMPT,
                  numbers: Optional[Sequence[int]] = None, partition: Optional[str] = None,
-                 eval_fraction: float = DEFAULT_EVAL_FRACTION) -> None:
+                 eval_fraction: float = DEFAULT_EVAL_FRACTION, train_within: float = 1.0) -> None:
         lo, hi = (level, level) if isinstance(level, int) else level
         levels = list(range(lo, hi + 1))
         if "{expr}" not in prompt:
@@ -187,9 +256,11 @@ class ArithmeticSource(ListSource):
         name = f"arithmetic(level={level}, n={n}, seed={seed}"
         name += "" if span is None else f", numbers={list(span)}"
         name += "" if partition is None else f", {partition} {eval_fraction:g}"
+        name += "" if train_within == 1.0 or partition != "train" else f" within {train_within:g}"
         tasks = draw_partition(lambda i: arithmetic_task(i, levels[i % len(levels)], seed, prompt, span), n,
-                               partition, eval_fraction, what=name + ")")
+                               partition, eval_fraction, what=name + ")", train_within=train_within)
         super().__init__(tasks, name=name + ")")
+        self.difficulty = difficulty_knob(tasks)
 
 
 def reference_completion(task: Task) -> str:

@@ -14,6 +14,7 @@ from collections import Counter
 from fractions import Fraction
 from typing import Optional
 
+from ..core.difficulty import DifficultyKnob
 from ..core.sources import ListSource
 from ..core.splits import DEFAULT_EVAL_FRACTION, check_partition, draw_partition
 from ..core.types import Task, Verdict
@@ -25,6 +26,7 @@ PROMPT = ("Using the numbers {numbers}, write an arithmetic expression that equa
           "Put only the expression inside <answer></answer>.")
 LEVEL_NUMBERS = {1: 3, 2: 4, 3: 4, 4: 5, 5: 6}
 MAX_EXPRESSION_CHARS = 300
+TARGET_EDGES = (10.0, 25.0, 60.0, 150.0)
 
 
 def question_key(numbers: list[int], target: int) -> str:
@@ -68,13 +70,19 @@ class CountdownSource(ListSource):
     """``n`` countdown tasks at one level; ``partition``: "train" or "eval" questions only
     (eval: distinct, possibly fewer than ``n``)."""
 
-    def __init__(self, n: int = 1000, level: int = 2, seed: int = 0, partition: Optional[str] = None,
-                 eval_fraction: float = DEFAULT_EVAL_FRACTION) -> None:
+    def __init__(self, n: int = 1000, level: int | tuple[int, int] = 2, seed: int = 0,
+                 partition: Optional[str] = None, eval_fraction: float = DEFAULT_EVAL_FRACTION) -> None:
         check_partition(partition, eval_fraction)
+        lo, hi = (level, level) if isinstance(level, int) else level
+        levels = list(range(lo, hi + 1))
         name = f"countdown(level={level}, n={n}, seed={seed}"
         name += ")" if partition is None else f", {partition} {eval_fraction:g})"
-        super().__init__(draw_partition(lambda i: countdown_task(i, level, seed), n, partition, eval_fraction, name),
-                         name=name)
+        super().__init__(draw_partition(lambda i: countdown_task(i, levels[i % len(levels)], seed), n, partition,
+                                        eval_fraction, name), name=name)
+        # The difficulty knob: a mix of levels is cut by level (more numbers, larger ones,
+        # division); one level by its target, since larger targets need products.
+        self.difficulty = (DifficultyKnob("level", "level", tuple(float(x) for x in levels[1:])) if len(levels) > 1
+                           else DifficultyKnob("target", "target", TARGET_EDGES))
 
 
 def evaluate(expression: str) -> tuple[Optional[Fraction], list[int], str]:

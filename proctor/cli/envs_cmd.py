@@ -63,13 +63,25 @@ def list_envs() -> None:
 def check(
     target: Annotated[str, typer.Argument(help="A registered id, module:Class, or file.py:Class.")],
     kwargs: Annotated[Optional[str], typer.Option("--kwargs", help="JSON keyword arguments for the env.")] = None,
+    difficulty_model: Annotated[Optional[str], typer.Option(
+        "--difficulty-model", help="Also measure this model's pass rate per difficulty level (a path, hub id or "
+        "tiny:STEPS) and fail a knob that does not change it.")] = None,
+    per_level: Annotated[int, typer.Option(help="Tasks sampled per level with --difficulty-model.")] = 64,
 ) -> None:
-    """Check an env against the contract: API, determinism, reward range, a right answer, odd input."""
-    from proctor.envs import check_env
+    """Check an env against the contract: API, determinism, reward range, a right answer, odd input,
+    and a declared difficulty knob (with --difficulty-model: that it changes a model's pass rate)."""
+    from proctor.envs import Problem, check_env
 
     env = load_env(target, _kwargs(kwargs))
     try:
         report = check_env(env)
+        if difficulty_model is not None:
+            problem = _knob_effect(env, difficulty_model, per_level)
+            name = f"the difficulty knob changes {difficulty_model}'s pass rate"
+            if problem:
+                report.problems.append(Problem(name, problem, "make higher levels harder tasks"))
+            else:
+                report.passed.append(name)
     finally:
         env.close()
     for name in report.passed:
@@ -81,6 +93,54 @@ def check(
     if not report.ok:
         raise typer.Exit(1)
     console.print(f"{escape(target)}: all {len(report.passed)} checks passed")
+
+
+def _knob_effect(env: Any, model: str, per_level: int) -> Optional[str]:
+    """Measure the model's sampled pass rate per level (printed as a table); a problem, or None."""
+    from proctor.envs import VerifiableEnv
+    from proctor.envs.core.difficulty import knob_effect_problem, measure_levels
+
+    knob = env.difficulty if isinstance(env, VerifiableEnv) else None
+    if knob is None:
+        return (f"{type(env).__name__} declares no difficulty knob (env.difficulty is None): there is nothing to "
+                "measure; give the env a DifficultyKnob or drop --difficulty-model")
+    complete = _model_completer(model)
+    rates = measure_levels(knob, env.source, lambda tasks: [v.scored and v.correct for v in env.score_batch(
+        tasks, complete([env.prompt_of(t) for t in tasks]))], per_level=per_level)
+    table = Table(title=f"{knob.name}: pass rate per level ({model}, one sample per task, temperature 1)")
+    for column in ("level", "range", "tasks", "sampled", "pass rate"):
+        table.add_column(column)
+    for r in rates:
+        table.add_row(str(r.level), r.label, str(r.tasks), str(r.samples), "-" if not r.samples else f"{r.rate:.3f}")
+    console.print(table)
+    return knob_effect_problem(rates)
+
+
+def _model_completer(model: str):  # noqa: ANN202 - prompts → completions
+    """Sampled completions (temperature 1, up to 64 new tokens) from a causal LM, 16 prompts at a time."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from proctor.trainer.build import resolve_model_path
+
+    path = resolve_model_path(model)
+    tok = AutoTokenizer.from_pretrained(path)
+    lm = AutoModelForCausalLM.from_pretrained(path).eval()
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    torch.manual_seed(0)
+
+    def complete(prompts: list[Any]) -> list[str]:
+        texts = [tok.apply_chat_template(p, tokenize=False, add_generation_prompt=True) if isinstance(p, list)
+                 else p for p in prompts]
+        out = []
+        for start in range(0, len(texts), 16):
+            enc = tok(texts[start:start + 16], return_tensors="pt", padding=True, padding_side="left")
+            with torch.no_grad():
+                ids = lm.generate(**enc, do_sample=True, temperature=1.0, max_new_tokens=64, pad_token_id=pad)
+            out += tok.batch_decode(ids[:, enc.input_ids.shape[1]:], skip_special_tokens=True)
+        return out
+
+    return complete
 
 
 def _completion_rows(path: Path) -> list[dict[str, Any]]:

@@ -1,0 +1,193 @@
+"""Learning signal per rollout token: five ways to choose prompts, side by side, >= 3 seeds each.
+
+Every arm is the main job (``examples/train/arithmetic_tiny.yaml``: the tiny model, procedural
+arithmetic, held-out eval on questions disjoint from training by their canonical form) with
+only the prompt selection changed:
+
+    uniform    prompts drawn uniformly, every group kept (the baseline)
+    dapo       DAPO dynamic sampling: zero-signal groups dropped after they are paid for, redrawn
+    skip       pre-rollout skipping from each prompt's own pass-rate record (GRESO-style)
+    adaptive   the difficulty frontier: levels whose predicted pass rate is in the target band
+    default    the main job's own settings, unchanged (Proctor's default)
+
+Printed per arm (mean over seeds): the final held-out score (pass@1 of samples at the
+training temperature, from 4 per question: the expected reward on unseen questions), the rollout tokens
+it took to first reach the uniform arm's final held-out score (and the ratio to uniform's),
+and the share of rollout tokens that taught nothing (zero-signal groups, kept or dropped).
+Drawn: held-out pass rate against rollout tokens, one line per arm (``signal_efficiency.png``).
+
+    .venv/bin/python bench/signal_efficiency.py [--seeds 0 1 2] [--steps N] [--jobs 2] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import cpu_model, usable_cpus  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+MAIN_JOB = ROOT / "examples/train/arithmetic_tiny.yaml"
+OFF = {"dynamic_sampling": False, "skip_predicted_zero_signal": False, "target_pass_rate": None,
+       "difficulty_envs": None, "skip_reweight": False}
+ARMS: dict[str, dict[str, Any]] = {
+    "uniform": dict(OFF),
+    "dapo": {**OFF, "dynamic_sampling": True, "max_resample_rounds": 1},
+    "skip": {**OFF, "skip_predicted_zero_signal": True},
+    "adaptive": {**OFF, "target_pass_rate": [0.2, 0.8]},
+    "default": {},
+}
+
+
+def arm_config(base: dict[str, Any], arm: str, seed: int, steps: int | None, out: Path) -> dict[str, Any]:
+    cfg = json.loads(json.dumps(base))
+    cfg["data"] = {**cfg.get("data", {}), **ARMS[arm]}
+    cfg.update(seed=seed, output_dir=str(out))
+    if steps is not None:
+        cfg["max_steps"] = steps
+    cfg.setdefault("log", {})["log_every"] = 10**6   # the console stays quiet; metrics.jsonl has every step
+    return cfg
+
+
+def run_one(base: dict[str, Any], arm: str, seed: int, steps: int | None, out: Path) -> Path:
+    """One training run in its own process (one torch thread), its metrics.jsonl path."""
+    out.mkdir(parents=True, exist_ok=True)
+    config = out / "config.yaml"
+    config.write_text(yaml.safe_dump(arm_config(base, arm, seed, steps, out)))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with open(out / "train.log", "w") as log:
+        done = subprocess.run([sys.executable, "-m", "proctor", "train", "--config", str(config)],
+                              stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    if done.returncode != 0:
+        raise RuntimeError(f"{arm} seed {seed} failed (exit {done.returncode}); see {out / 'train.log'}")
+    print(f"  done: {arm} seed {seed}", flush=True)
+    return out / "metrics.jsonl"
+
+
+METRIC = "eval_pass@1"   # the held-out score: the sampled pass rate, the expected reward GRPO raises
+
+
+def curve(metrics: Path, metric: str = METRIC) -> dict[str, list[float]]:
+    """Per evaluation: step, rollout tokens so far (training only), the held-out score; and the
+    run's zero-signal token total."""
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    tokens = {0: 0}
+    zero = total = 0
+    for r in rows:
+        if "tokens_cumulative" in r:
+            tokens[r["step"]] = r["tokens_cumulative"]
+            zero, total = r["tokens_zero_signal_cumulative"], r["tokens_cumulative"]
+    evals = [r for r in rows if metric in r]
+    if not evals:
+        raise ValueError(f"{metrics}: no evaluation row has {metric!r}; the job must evaluate it (eval.k: [1])")
+    return {"step": [r["step"] for r in evals], "tokens": [tokens[r["step"]] for r in evals],
+            "held_out": [r[metric] for r in evals], "greedy": [r.get("eval_greedy_pass_rate") for r in evals],
+            "zero_signal_tokens": zero, "rollout_tokens": total}
+
+
+def mean_curve(curves: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Seeds averaged at each evaluation step (every seed evaluates at the same steps)."""
+    n = min(len(c["step"]) for c in curves)
+    avg = lambda key: [sum(c[key][i] for c in curves) / len(curves) for i in range(n)]  # noqa: E731
+    return {"step": curves[0]["step"][:n], "tokens": avg("tokens"), "held_out": avg("held_out")}
+
+
+def tokens_to_reach(mean: dict[str, list[float]], target: float) -> float | None:
+    """Rollout tokens at the first evaluation whose seed-mean held-out score reaches ``target``."""
+    return next((t for t, h in zip(mean["tokens"], mean["held_out"]) if h >= target - 1e-9), None)
+
+
+def summarise(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    means = {arm: mean_curve(curves) for arm, curves in results.items()}
+    target = means["uniform"]["held_out"][-1]
+    uniform_tokens = tokens_to_reach(means["uniform"], target)
+    table = {}
+    for arm, curves in results.items():
+        reach = tokens_to_reach(means[arm], target)
+        table[arm] = {
+            "final_held_out": means[arm]["held_out"][-1],
+            "final_greedy": sum(c["greedy"][-1] for c in curves) / len(curves),
+            "final_held_out_seeds": [c["held_out"][-1] for c in curves],
+            "tokens_to_uniform_final": reach,
+            "ratio_vs_uniform": None if reach is None or not uniform_tokens else reach / uniform_tokens,
+            "zero_signal_share": sum(c["zero_signal_tokens"] for c in curves) / sum(c["rollout_tokens"] for c in curves),
+            "rollout_tokens": sum(c["rollout_tokens"] for c in curves) / len(curves),
+            "curve": means[arm],
+        }
+    return {"target": target, "arms": table}
+
+
+def print_table(summary: dict[str, Any], seeds: list[int]) -> None:
+    print(f"\nheld-out target = uniform's final score {summary['target']:.3f} (mean of {len(seeds)} seeds)")
+    head = f"{'arm':<10}{'held-out pass@1':>16}{'greedy':>8}{'tokens to target':>18}{'x fewer than uniform':>22}" \
+           f"{'zero-signal share':>19}{'rollout tokens':>16}"
+    print(head + "\n" + "-" * len(head))
+    for arm, r in summary["arms"].items():
+        reach = "not reached" if r["tokens_to_uniform_final"] is None else f"{r['tokens_to_uniform_final']:,.0f}"
+        ratio = "-" if r["ratio_vs_uniform"] is None else f"{1 / r['ratio_vs_uniform']:.2f}x"
+        print(f"{arm:<10}{r['final_held_out']:>16.3f}{r['final_greedy']:>8.3f}{reach:>18}{ratio:>22}{r['zero_signal_share']:>19.1%}"
+              f"{r['rollout_tokens']:>16,.0f}")
+
+
+def plot(summary: dict[str, Any], results: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for arm, curves in results.items():
+        mean = summary["arms"][arm]["curve"]
+        line, = ax.plot(mean["tokens"], mean["held_out"], label=arm, linewidth=2)
+        for c in curves:
+            ax.plot(c["tokens"], c["held_out"], color=line.get_color(), alpha=0.2, linewidth=1)
+    ax.axhline(summary["target"], color="grey", linestyle=":", label="uniform's final")
+    ax.set_xlabel("rollout tokens (training)")
+    ax.set_ylabel(f"held-out {METRIC.removeprefix('eval_')} (sampled, temperature 1)")
+    ax.set_title("held-out score per rollout token (thin: seeds, thick: their mean)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=None, help="optimizer steps per run (default: the main job's)")
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--jobs", type=int, default=max(1, usable_cpus()), help="runs at once (one core each)")
+    parser.add_argument("--config", type=Path, default=MAIN_JOB, help="the job every arm starts from")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs/bench-signal-efficiency")
+    args = parser.parse_args()
+    if "uniform" not in args.arms:
+        parser.error("--arms must include uniform: every other arm is measured against it")
+    base = yaml.safe_load(args.config.read_text())
+    runs = [(arm, seed) for seed in args.seeds for arm in args.arms]
+    print(f"{len(runs)} runs ({len(args.arms)} arms x {len(args.seeds)} seeds), {args.jobs} at a time, "
+          f"from {args.config.relative_to(ROOT) if args.config.is_relative_to(ROOT) else args.config}", flush=True)
+    with ThreadPoolExecutor(args.jobs) as pool:
+        futures = {run: pool.submit(run_one, base, *run, args.steps, args.out / f"{run[0]}-s{run[1]}") for run in runs}
+        results = {arm: [curve(futures[(arm, s)].result()) for s in args.seeds] for arm in args.arms}
+    summary = summarise(results)
+    print_table(summary, args.seeds)
+    summary.update(date=datetime.date.today().isoformat(), machine=f"{cpu_model()}, {usable_cpus()} CPUs",
+                   seeds=args.seeds, config=str(args.config), steps=args.steps or base.get("max_steps"),
+                   runs={arm: curves for arm, curves in results.items()})
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    plot(summary, results, args.out / "signal_efficiency.png")
+    print(f"\nwritten: {args.out / 'summary.json'}, {args.out / 'signal_efficiency.png'}")
+
+
+if __name__ == "__main__":
+    main()
