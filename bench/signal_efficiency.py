@@ -6,7 +6,8 @@ only the prompt selection changed:
 
     uniform    prompts drawn uniformly, every group kept (the baseline)
     dapo       DAPO dynamic sampling: zero-signal groups dropped after they are paid for, redrawn
-    skip       pre-rollout skipping from each prompt's own pass-rate record (GRESO-style)
+    skip       pre-rollout skipping from each prompt's own record (GRESO's rule: its last group
+               taught nothing; or the posterior predicts so), drawn anyway 10% of the time
     adaptive   the difficulty frontier: levels whose predicted pass rate is in the target band
     default    the main job's own settings, unchanged (Proctor's default)
 
@@ -39,11 +40,11 @@ from machine import cpu_model, usable_cpus  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 MAIN_JOB = ROOT / "examples/train/arithmetic_tiny.yaml"
 OFF = {"dynamic_sampling": False, "skip_predicted_zero_signal": False, "target_pass_rate": None,
-       "difficulty_envs": None, "skip_reweight": False}
+       "difficulty_envs": None, "skip_reweight": False, "skip_after": 0}
 ARMS: dict[str, dict[str, Any]] = {
     "uniform": dict(OFF),
     "dapo": {**OFF, "dynamic_sampling": True, "max_resample_rounds": 1},
-    "skip": {**OFF, "skip_predicted_zero_signal": True},
+    "skip": {**OFF, "skip_predicted_zero_signal": True, "skip_after": 1, "skip_threshold": 0.8},
     "adaptive": {**OFF, "target_pass_rate": [0.2, 0.8]},
     "default": {},
 }

@@ -142,12 +142,17 @@ def _drawer(frontier=None, skip=False, explore=0.1):
 def test_drawer_skips_known_zero_signal_prompts_and_lets_them_come_back():
     drawer, suite = _drawer(skip=True, explore=0.25)
     solved = suite.envs["env"].source[0]
+    from proctor.trainer.sampling import memory_key
+
     for _ in range(10):
-        drawer.memory.update(solved.id, [True] * 8, step=1)
-    keep = drawer.memory.keep_probability(solved.id)
+        drawer.memory.update(memory_key(SuiteItem("env", solved)), [True] * 8, step=1)
+    keep = drawer.memory.keep_probability(memory_key(SuiteItem("env", solved)))
     assert keep == 0.25
     drawn = [drawer.draw(1)[0] for _ in range(3000)]
     assert any(it.task.id == solved.id for it in drawn)      # exploration: it comes back
+    # the record is the question's: another task asking the same question shares it
+    twin = Task(id="other-id", prompt="Another wording", answer=solved.answer, data=dict(solved.data))
+    assert drawer.memory.keep_probability(memory_key(SuiteItem("env", twin))) == 0.25
     assert drawer.weight_of(SuiteItem("env", solved)) == pytest.approx(4.0)
     assert drawer.memory.skipped > 0 and drawer.memory.tokens_saved == drawer.memory.skipped * 8 * 8
 
@@ -213,3 +218,20 @@ def test_a_hard_level_prior_makes_one_all_wrong_group_predict_the_next():
     assert drawer.predicted_rate(item) is None
     drawer.env_rates.update("env", [True, True] + [False] * 6, step=1)
     assert drawer.predicted_rate(item) == pytest.approx((0.5 + 2) / (1 + 8))   # the env's rate, no knob
+
+
+def test_skip_after_skips_a_prompt_whose_last_groups_taught_nothing_until_it_teaches_again():
+    memory = PassRateMemory(8, skip_threshold=0.99, retry_prob=0.2, skip_after=1)
+    memory.update("p", [False] * 8, step=1)
+    assert memory.keep_probability("p") == 0.2                          # one all-wrong group: skippable
+    memory.update("p", [True, False] * 4, step=2)
+    assert memory.keep_probability("p") == 1.0                          # it taught: back in
+    memory.update("p", [True] * 8, step=3)
+    assert memory.keep_probability("p") == 0.2
+    twice = PassRateMemory(8, skip_threshold=0.99, skip_after=2)
+    twice.update("q", [False] * 8, step=1)
+    assert twice.keep_probability("q") == 1.0
+    twice.update("q", [False] * 8, step=2)
+    assert twice.keep_probability("q") == twice.retry_prob
+    with pytest.raises(ValueError, match=r"data\.skip_after"):
+        GRPOConfig.from_dict({"data": {"skip_after": -1}})

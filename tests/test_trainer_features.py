@@ -77,11 +77,20 @@ def test_dynamic_sampling_counts_the_tokens_of_every_round_and_logs_before_filte
     assert sum(r.trials for r in records.values()) == pytest.approx(3 * 3 * 4, rel=0.05)
 
 
+def _keys(trainer) -> list[str]:
+    """The pass-rate memory's key of every task in the trainer's suite, in source order."""
+    from proctor.envs import SuiteItem
+    from proctor.trainer.sampling import memory_key
+
+    return [memory_key(SuiteItem(name, env.source[i])) for name, env in trainer.suite.envs.items()
+            for i in range(len(env.source))]
+
+
 def test_skip_reweight_weighs_a_kept_skippable_prompt_by_one_over_its_keep_probability(tiny, tmp_path):
     trainer = trainer_for(tiny, tmp_path, DigitShare(), skip_predicted_zero_signal=True, skip_reweight=True)
     memory, drawer = trainer.parts.drawer.memory, trainer.parts.drawer
-    for i in range(6):                                 # half the prompts solved 40 times: predicted zero-signal
-        memory.update(f"t{i}", [True] * 40, step=0)
+    for key in _keys(trainer)[:6]:                     # half the prompts solved 40 times: predicted zero-signal
+        memory.update(key, [True] * 40, step=0)
     items: list = []
     while {drawer.weight_of(it) for it in items} != {1.0, 1 / memory.retry_prob}:
         items = drawer.draw(4)
@@ -99,8 +108,8 @@ def test_skip_reweight_weighs_a_kept_skippable_prompt_by_one_over_its_keep_proba
 
 def test_skip_reweight_keeps_the_step_size_when_every_prompt_is_skippable(tiny, tmp_path):
     trainer = trainer_for(tiny, tmp_path, DigitShare(), skip_predicted_zero_signal=True, skip_reweight=True)
-    for i in range(12):                                # every prompt predicted zero-signal: each weighs 10 raw
-        trainer.parts.drawer.memory.update(f"t{i}", [True] * 40, step=0)
+    for key in _keys(trainer):                         # every prompt predicted zero-signal: each weighs 10 raw
+        trainer.parts.drawer.memory.update(key, [True] * 40, step=0)
     from proctor.trainer.metrics import Stopwatch
     scored = trainer.rollout(trainer.parts.drawer.draw(3), Stopwatch())
     plain_cfg_adv, _ = trainer_for(tiny, tmp_path / "plain", DigitShare())._advantages(scored)

@@ -52,6 +52,8 @@ class DataConfig:
     skip_predicted_zero_signal: bool = False
     skip_threshold: float = 0.9
     skip_explore: float = 0.1
+    # ... and a prompt whose last skip_after groups in a row taught nothing (GRESO's rule; 0: off)
+    skip_after: int = 0
     # Adaptive difficulty: envs that declare a difficulty knob draw each prompt from the levels
     # whose predicted pass rate is in this band [lo, hi] (the policy's frontier); other levels
     # with probability skip_explore. None: off. difficulty_envs: which envs (None: every env
@@ -351,6 +353,8 @@ def _selection_problems(d: DataConfig) -> list[str]:
     if not 0 < d.skip_explore <= 1:
         problems.append(f"data.skip_explore must be in (0, 1]: the chance a skippable prompt or an out-of-band level "
                         f"is drawn anyway (0 would never let a skipped prompt come back; got {d.skip_explore})")
+    if d.skip_after < 0:
+        problems.append(f"data.skip_after must be >= 0 (0: off; got {d.skip_after})")
     band = d.target_pass_rate
     if band is not None and not (0 <= band[0] < band[1] <= 1):
         problems.append(f"data.target_pass_rate must be [lo, hi] with 0 <= lo < hi <= 1 (a pass-rate band, "

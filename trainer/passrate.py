@@ -22,6 +22,7 @@ class PromptRecord:
     successes: float = 0.0
     trials: float = 0.0
     last_step: int = -1
+    zero_streak: int = 0      # its last groups in a row that taught nothing (all alike)
 
 
 @dataclass
@@ -32,13 +33,17 @@ class PassRateMemory:
     ``min_trials``: never skip a prompt seen fewer times than this.
     ``retry_prob``: chance to draw a skippable prompt anyway (the policy changes).
     ``decay``: per-step factor on old evidence (1.0 keeps it all).
+    ``skip_after``: skip a prompt whose last this many groups in a row taught nothing
+    (0: the posterior alone decides). On a pool where most prompts the policy fails once it
+    keeps failing, this catches them one visit earlier than the posterior does.
     """
 
     group_size: int
     skip_threshold: float = 0.9
     min_trials: int = 1
     retry_prob: float = 0.1
-    decay: float = 0.98
+    decay: float = 0.99   # per step: a prompt seen 70 steps ago counts half
+    skip_after: int = 0
     prior_a: float = 0.5
     prior_b: float = 0.5
     records: dict[str, PromptRecord] = field(default_factory=dict)
@@ -58,6 +63,8 @@ class PassRateMemory:
         rec.successes += sum(outcomes)
         rec.trials += len(outcomes)
         rec.last_step = step
+        alike = len(outcomes) >= 2 and len(set(outcomes)) == 1
+        rec.zero_streak = rec.zero_streak + 1 if alike else 0
 
     def pass_rate(self, prompt_id: str) -> Optional[float]:
         rec = self.records.get(prompt_id)
@@ -83,7 +90,12 @@ class PassRateMemory:
         return math.exp(log_beta(a + g, b) - base) + math.exp(log_beta(a, b + g) - base)
 
     def keep_probability(self, prompt_id: str, prior: Optional[tuple[float, float]] = None) -> float:
-        """The chance a draw of this prompt is kept: 1, or ``retry_prob`` when it is skippable."""
+        """The chance a draw of this prompt is kept: 1, or ``retry_prob`` when it is skippable:
+        its last ``skip_after`` groups all taught nothing (GRESO's rule), or the posterior
+        predicts a zero-signal group with probability above ``skip_threshold``."""
+        rec = self.records.get(prompt_id)
+        if rec is not None and self.skip_after and rec.zero_streak >= self.skip_after:
+            return self.retry_prob
         prob = self.zero_signal_prob(prompt_id, prior)
         return 1.0 if prob is None or prob <= self.skip_threshold else self.retry_prob
 

@@ -72,7 +72,8 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
     sampling = run_sampling(r)
     # Each process draws its own prompts (data parallelism); weights start identical.
     rules = selection_rules(cfg)
-    memory = PassRateMemory(r.group_size, skip_threshold=rules.skip_threshold, retry_prob=rules.explore)
+    memory = PassRateMemory(r.group_size, skip_threshold=rules.skip_threshold, retry_prob=rules.explore,
+                            skip_after=cfg.data.skip_after)
     epochs = (EpochOrder(suite, cfg.data.shuffle, cfg.seed, rank, accelerator.num_processes)
               if cfg.data.order == "epochs" else None)
     drawer = PromptDrawer(suite.sample, cfg.seed + 1000 * rank, memory, rules, r.max_new_tokens, epochs,

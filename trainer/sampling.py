@@ -16,6 +16,7 @@ from typing import Any, Callable, Literal, Optional, Sequence
 import numpy as np
 
 from proctor.envs import SuiteItem, Verdict
+from proctor.envs.core.splits import question_key
 
 from .metrics import Stopwatch
 from .passrate import PassRateMemory, PromptRecord
@@ -74,6 +75,12 @@ class EpochOrder:
         self.rng.bit_generator.state = state["rng"]
 
 
+def memory_key(item: SuiteItem) -> str:
+    """What the pass-rate memory keys a prompt by: its env and canonical question (one record
+    for every task that asks it, however worded: a pool drawn with repeats has several)."""
+    return f"{item.env}:{question_key(item.task)}"
+
+
 class PromptDrawer:
     """Tasks for a step, one process's own stream (seeded by rank), chosen before rollout.
 
@@ -109,7 +116,7 @@ class PromptDrawer:
                 drawn = self.frontier.draw(item, self.np_rng)
                 item, weight = drawn.item, drawn.weight
             tries += 1
-            keep = (self.memory.keep_probability(item.task.id, prior_from(self.predicted_rate(item)))
+            keep = (self.memory.keep_probability(memory_key(item), prior_from(self.predicted_rate(item)))
                     if self.rules.skip and tries < 50 * n else 1.0)
             if keep < 1.0 and self.rng.random() >= keep:
                 self.memory.note_skip(self.memory.group_size * self.expected_tokens())
@@ -134,7 +141,7 @@ class PromptDrawer:
         for group in scored.groups(group_size):
             item = scored.items[group.start]
             correct = [v.correct for v in scored.verdicts[group] if v.scored]
-            self.memory.update(item.task.id, correct, step)
+            self.memory.update(memory_key(item), correct, step)
             self.env_rates.update(item.env, correct, step)
             if self.frontier is not None:
                 self.frontier.observe(item.env, item.task, correct, step)

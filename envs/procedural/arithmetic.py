@@ -19,7 +19,6 @@ expression, whatever the prompt's wording) is held out when the hash of
 from __future__ import annotations
 
 import ast
-import re
 import random
 from dataclasses import dataclass, replace
 from fractions import Fraction
