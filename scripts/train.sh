@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export OMP_NUM_THREADS=1   # torch: two threads slow a step tenfold when another process takes a core
-# The tiny model is built on first use (about 4 minutes on 2 cores, with a progress bar), then cached.
+# The tiny model (3000 pretraining steps) is built on first use (about 6 minutes on 2 cores, with a
+# progress bar), then cached.
 # examples/train/arithmetic_tiny.yaml evaluates on held-out questions (eval.split) as it trains;
 # arguments are passed on (a later --config, --max-steps, ... wins).
 .venv/bin/proctor train --config examples/train/arithmetic_tiny.yaml "$@"

@@ -235,3 +235,38 @@ def test_skip_after_skips_a_prompt_whose_last_groups_taught_nothing_until_it_tea
     assert twice.keep_probability("q") == twice.retry_prob
     with pytest.raises(ValueError, match=r"data\.skip_after"):
         GRPOConfig.from_dict({"data": {"skip_after": -1}})
+
+
+def _fake_completer(solves_work_up_to: int):
+    """A 'model' that answers right exactly the questions of at most this much work."""
+    import re
+
+    from proctor.envs.procedural.arithmetic import work
+
+    def complete(prompts):
+        out = []
+        for p in prompts:
+            text = p[-1]["content"] if isinstance(p, list) else p
+            expr = re.search(r"What is (.+)\?", text).group(1)
+            value = eval(expr.replace("×", "*").replace("÷", "/"))   # noqa: S307 - our own generated expression
+            out.append(str(int(value)) if work(expr) <= solves_work_up_to else "-999")
+        return out
+
+    return lambda model: complete
+
+
+@pytest.mark.parametrize("solves, exit_code", [(1, 0), (99, 1)])
+def test_envs_check_measures_whether_the_knob_changes_a_models_pass_rate(monkeypatch, solves, exit_code):
+    from typer.testing import CliRunner
+
+    from proctor.cli import envs_cmd
+    from proctor.cli.app import app
+
+    monkeypatch.setattr(envs_cmd, "_model_completer", _fake_completer(solves))
+    kwargs = '{"level": 1, "numbers": [0, 50], "n": 400, "prompt_template": "What is {expr}?"}'
+    result = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["envs", "check", "proctor/Arithmetic-v0", "--kwargs", kwargs,
+                                      "--difficulty-model", "fake", "--per-level", "30"])
+    assert result.exit_code == exit_code, result.output
+    assert "pass rate per level" in result.output
+    if exit_code:
+        assert "does not change the pass rate" in result.output   # it solves every level alike
