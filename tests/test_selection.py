@@ -298,3 +298,10 @@ def test_a_run_at_the_frontier_logs_it_and_resumes_its_memories(tmp_path):
     drawer.load_state_dict(state)
     assert drawer.frontier.memory.records == before
     AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_reasoning_gym_questions_carry_their_generator_parameters_for_a_knob():
+    env = make_env("proctor/ReasoningGym-v0", name="basic_arithmetic", size=60,
+                   difficulty={"key": "rg_num_terms", "edges": [3, 4, 5]})
+    assert check_knob(env.difficulty, env.source) is None
+    assert all(isinstance(env.source[i].data["rg_num_terms"], int) for i in range(len(env.source)))

@@ -53,10 +53,17 @@ class ReasoningGymSource(ListSource):
             entry = self.dataset[i]
             return Task(id=f"rg/{name}/s{seed}/{i}", prompt=entry["question"] + INSTRUCTION,
                         answer=None if entry["answer"] is None else str(entry["answer"]),
-                        data={"rg_index": i, "question_key": f"rg:{name}:" + normalise_text(entry["question"])},
+                        data={"rg_index": i, "question_key": f"rg:{name}:" + normalise_text(entry["question"]),
+                              **_numbers(entry.get("metadata") or {})},
                         source=f"reasoning_gym:{name}")
 
         super().__init__(draw_partition(make, size, partition, eval_fraction, label, max_draws=pool), name=label)
+
+
+def _numbers(metadata: dict[str, Any]) -> dict[str, float]:
+    """The generator's numeric per-question parameters (``num_terms``, ``num_digits``, ...) as
+    ``rg_<name>``: what a difficulty knob can read (``difficulty: {key: rg_num_digits, edges: [2, 3]}``)."""
+    return {f"rg_{k}": v for k, v in metadata.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 class ReasoningGymVerifier(Verifier):
