@@ -60,11 +60,24 @@ def arm_config(base: dict[str, Any], arm: str, seed: int, steps: int | None, out
     return cfg
 
 
-def run_one(base: dict[str, Any], arm: str, seed: int, steps: int | None, out: Path) -> Path:
+def finished(out: Path, text: str) -> bool:
+    """A run already in ``out`` with exactly this config that reached its last step (reused)."""
+    config, metrics = out / "config.yaml", out / "metrics.jsonl"
+    if not (config.exists() and metrics.exists()) or config.read_text() != text:
+        return False
+    last = max((json.loads(line).get("step", 0) for line in metrics.read_text().splitlines() if line.strip()), default=0)
+    return last >= yaml.safe_load(text)["max_steps"]
+
+
+def run_one(base: dict[str, Any], arm: str, seed: int, steps: int | None, out: Path, reuse: bool) -> Path:
     """One training run in its own process (one torch thread), its metrics.jsonl path."""
     out.mkdir(parents=True, exist_ok=True)
     config = out / "config.yaml"
-    config.write_text(yaml.safe_dump(arm_config(base, arm, seed, steps, out)))
+    text = yaml.safe_dump(arm_config(base, arm, seed, steps, out))
+    if reuse and finished(out, text):
+        print(f"  reused: {arm} seed {seed} ({out})", flush=True)
+        return out / "metrics.jsonl"
+    config.write_text(text)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with open(out / "train.log", "w") as log:
         done = subprocess.run([sys.executable, "-m", "proctor", "train", "--config", str(config)],
@@ -169,6 +182,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=max(1, usable_cpus()), help="runs at once (one core each)")
     parser.add_argument("--config", type=Path, default=MAIN_JOB, help="the job every arm starts from")
     parser.add_argument("--out", type=Path, default=ROOT / "runs/bench-signal-efficiency")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep runs already in --out whose config is unchanged and that finished")
     args = parser.parse_args()
     if "uniform" not in args.arms:
         parser.error("--arms must include uniform: every other arm is measured against it")
@@ -177,7 +192,8 @@ def main() -> None:
     print(f"{len(runs)} runs ({len(args.arms)} arms x {len(args.seeds)} seeds), {args.jobs} at a time, "
           f"from {args.config.relative_to(ROOT) if args.config.is_relative_to(ROOT) else args.config}", flush=True)
     with ThreadPoolExecutor(args.jobs) as pool:
-        futures = {run: pool.submit(run_one, base, *run, args.steps, args.out / f"{run[0]}-s{run[1]}") for run in runs}
+        futures = {run: pool.submit(run_one, base, *run, args.steps, args.out / f"{run[0]}-s{run[1]}", args.reuse)
+                   for run in runs}
         results = {arm: [curve(futures[(arm, s)].result()) for s in args.seeds] for arm in args.arms}
     summary = summarise(results)
     print_table(summary, args.seeds)
