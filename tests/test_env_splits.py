@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from proctor.envs import EnvLoadError, make_env, make_eval_env
-from proctor.envs.core.sources import ListSource, RowSource
+from proctor.envs.core.sources import ListSource
 from proctor.envs.core.splits import (DEFAULT_EVAL_FRACTION, PartitionedSource, in_eval_partition, key_bucket,
                                       question_key)
 from proctor.envs.core.types import Task
