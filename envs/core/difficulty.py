@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import random
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
@@ -99,8 +100,6 @@ def measure_levels(knob: DifficultyKnob, source: Any, score: Callable[[Sequence[
                    per_level: int = 64, seed: int = 0) -> list[LevelPassRate]:
     """Pass rate per level: ``per_level`` tasks of each level (cycled when a level has fewer),
     judged by ``score`` (tasks → whether a policy's completion for each was correct)."""
-    import random
-
     rng = random.Random(seed)
     out = []
     for level, (label, idx) in enumerate(zip(knob.labels(), knob.bins(source))):
