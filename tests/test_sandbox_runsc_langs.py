@@ -66,7 +66,7 @@ def test_resource_attacks_get_their_verdict(sb, language, monkeypatch):
     monkeypatch.setitem(adversarial_langs.EXPECTED, "buffer memory", ("memory", "timeout", "infra_error"))
     # KNOWN GAP, measured 2026-12-02: Go's heap is mmap'd, which gVisor does not hold to
     # RLIMIT_DATA either, and Go programs get no RLIMIT_AS, so the cgroup's OOM killer is what
-    # stops the Go memory bomb: it takes the job ("memory") or, in 3 of 5 full-suite runs here,
+    # stops the Go memory bomb: it takes the job ("memory") or, in 3 of 5 runs here,
     # the whole sandbox (infra_error: not judged, never scored). Under runc it is always "memory".
     if language == "go":
         monkeypatch.setitem(adversarial_langs.EXPECTED, "memory", ("memory", "infra_error"))
