@@ -95,7 +95,7 @@ def make_math(tasks: Optional[str] = None, *, split: str = "train", prompt_field
 
     if tasks:
         source: TaskSource = _rows(tasks, split, qa_row(prompt_field, answer_field), partition, eval_fraction)
-        knob = as_knob(kw.pop("difficulty", None))   # a dataset's own column, e.g. {key: level, edges: [2, 3]}
+        knob = kw.pop("difficulty", None)   # a dataset's own column, e.g. {key: level, edges: [2, 3]}
     else:
         arith = ArithmeticSource(n, level, seed, numbers=numbers, partition=partition, eval_fraction=eval_fraction,
                                  train_within=train_within, **({"prompt": prompt_template} if prompt_template else {}))

@@ -239,18 +239,8 @@ def test_skip_after_skips_a_prompt_whose_last_groups_taught_nothing_until_it_tea
 
 def _fake_completer(solves_work_up_to: int):
     """A 'model' that answers right exactly the questions of at most this much work."""
-    import re
-
-    from proctor.envs.procedural.arithmetic import work
-
-    def complete(prompts):
-        out = []
-        for p in prompts:
-            text = p[-1]["content"] if isinstance(p, list) else p
-            expr = re.search(r"What is (.+)\?", text).group(1)
-            value = eval(expr.replace("×", "*").replace("÷", "/"))   # noqa: S307 - our own generated expression
-            out.append(str(int(value)) if work(expr) <= solves_work_up_to else "-999")
-        return out
+    def complete(env, tasks):
+        return [t.answer if t.data["work"] <= solves_work_up_to else "-999" for t in tasks]
 
     return lambda model: complete
 

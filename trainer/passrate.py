@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Iterable, Optional
 
 
@@ -102,6 +102,14 @@ class PassRateMemory:
     def should_skip(self, prompt_id: str, rng: random.Random, prior: Optional[tuple[float, float]] = None) -> bool:
         keep = self.keep_probability(prompt_id, prior)
         return keep < 1.0 and rng.random() >= keep
+
+    def records_state(self) -> dict[str, dict[str, float]]:
+        """The records as plain data (a checkpoint's)."""
+        return {k: asdict(v) for k, v in self.records.items()}
+
+    def load_records(self, state: dict[str, dict[str, float]]) -> None:
+        """Records from ``records_state``'s output (ones saved before ``zero_streak`` existed load with 0)."""
+        self.records = {k: PromptRecord(**v) for k, v in state.items()}
 
     def note_skip(self, expected_tokens: int) -> None:
         self.skipped += 1

@@ -73,7 +73,7 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
     # Each process draws its own prompts (data parallelism); weights start identical.
     rules = selection_rules(cfg)
     memory = PassRateMemory(r.group_size, skip_threshold=rules.skip_threshold, retry_prob=rules.explore,
-                            skip_after=cfg.data.skip_after)
+                            skip_after=rules.skip_after)
     epochs = (EpochOrder(suite, cfg.data.shuffle, cfg.seed, rank, accelerator.num_processes)
               if cfg.data.order == "epochs" else None)
     drawer = PromptDrawer(suite.sample, cfg.seed + 1000 * rank, memory, rules, r.max_new_tokens, epochs,
@@ -98,7 +98,7 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
 def selection_rules(cfg: GRPOConfig) -> SelectionRules:
     d = cfg.data
     return SelectionRules(cfg.rollout.group_size, skip=d.skip_predicted_zero_signal, skip_threshold=d.skip_threshold,
-                          explore=d.skip_explore, band=d.target_pass_rate)
+                          skip_after=d.skip_after, explore=d.skip_explore, band=d.target_pass_rate)
 
 
 def build_frontier(cfg: GRPOConfig, suite: EnvSuite, rules: SelectionRules) -> Optional[Frontier]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional, Sequence
 
 import numpy as np
@@ -19,7 +19,7 @@ from proctor.envs import SuiteItem, Verdict
 from proctor.envs.core.splits import question_key
 
 from .metrics import Stopwatch
-from .passrate import PassRateMemory, PromptRecord
+from .passrate import PassRateMemory
 from .records import Scored
 from .selection import Frontier, SelectionRules, prior_from
 from .rollout import Generator, Rollout, SamplingParams
@@ -160,23 +160,23 @@ class PromptDrawer:
 
     def state_dict(self) -> dict[str, Any]:
         return {"rng": self.rng.getstate(), "np_rng": self.np_rng.bit_generator.state,
-                "memory": {k: asdict(v) for k, v in self.memory.records.items()},
+                "memory": self.memory.records_state(),
                 "memory_counters": (self.memory.skipped, self.memory.tokens_saved), "weights": dict(self.weights),
                 "epochs": self.epochs.state_dict() if self.epochs is not None else None,
                 "recent_lengths": list(self.recent_lengths),
                 "frontier": self.frontier.state_dict() if self.frontier is not None else None,
-                "env_rates": {k: asdict(v) for k, v in self.env_rates.records.items()}}
+                "env_rates": self.env_rates.records_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.setstate(state["rng"])
         self.np_rng.bit_generator.state = state["np_rng"]
-        self.memory.records = {k: PromptRecord(**v) for k, v in state["memory"].items()}
+        self.memory.load_records(state["memory"])
         self.memory.skipped, self.memory.tokens_saved = state["memory_counters"]
         self.recent_lengths = list(state.get("recent_lengths", []))
         self.weights = dict(state.get("weights", {}))
         if self.epochs is not None and state.get("epochs"):
             self.epochs.load_state_dict(state["epochs"])
-        self.env_rates.records = {k: PromptRecord(**v) for k, v in state.get("env_rates", {}).items()}
+        self.env_rates.load_records(state.get("env_rates", {}))
         if self.frontier is not None and state.get("frontier"):
             self.frontier.load_state_dict(state["frontier"])
 

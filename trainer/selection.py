@@ -32,7 +32,7 @@ import numpy as np
 
 from proctor.envs import DifficultyKnob, SuiteItem
 
-from .passrate import PassRateMemory, PromptRecord
+from .passrate import PassRateMemory
 
 
 PRIOR_STRENGTH = 2.0   # pseudo-trials the level's (or env's) pass rate weighs in a prompt's prior
@@ -53,6 +53,7 @@ class SelectionRules:
     group_size: int
     skip: bool = False                              # the prompt's own record (GRESO)
     skip_threshold: float = 0.9                     # predicted P(zero-signal) above which a prompt is skipped
+    skip_after: int = 0                             # ... or whose last this many groups taught nothing (0: off)
     explore: float = 0.1                            # chance a skippable prompt / out-of-band level is drawn anyway
     band: Optional[tuple[float, float]] = None      # the frontier's target pass-rate band; None: off
     level_decay: float = 0.9                        # per-step factor on a level's old evidence
@@ -128,10 +129,10 @@ class Frontier:
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {k: vars(v).copy() for k, v in self.memory.records.items()}
+        return self.memory.records_state()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.memory.records = {k: PromptRecord(**v) for k, v in state.items()}
+        self.memory.load_records(state)
 
 
 def _key(env: str, level: int) -> str:

@@ -8,12 +8,12 @@ cut that number into ordered levels, easiest first. The trainer's selector
 prompt from the levels whose predicted pass rate lies in a target band: the policy's
 frontier, where a group of G completions most likely disagrees and so teaches.
 
-    knob = DifficultyKnob("largest operand", key="difficulty", edges=(10, 20, 30, 40))
-    knob.level_of(task)        # 0 for largest operand < 10 ... 4 for >= 40
+    knob = DifficultyKnob("work", key="work", edges=(1, 2, 3))
+    knob.level_of(task)        # 0 for task.data["work"] < 1 ... 3 for >= 3
     knob.bins(env.source)      # task indices per level
 
 ``proctor envs check ID --difficulty-model tiny`` measures a model's pass rate per level
-and fails a knob that does not change it (:func:`check_difficulty`).
+(:func:`measure_levels`) and fails a knob that does not change it (:func:`knob_effect_problem`).
 """
 
 from __future__ import annotations

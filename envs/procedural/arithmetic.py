@@ -97,12 +97,16 @@ def question_key(expression: str) -> str:
     questions. Sums are read as signed terms (``a - b + c`` is ``a + c - b``); ÷ keeps
     its order. The prompt's wording is not part of the question.
     """
-    text = expression.replace("×", "*").replace("÷", "/")
     try:
-        body = _canonical(ast.parse(text, mode="eval").body)
+        body = _canonical(_tree(expression))
     except (SyntaxError, ValueError):
-        body = "".join(text.split())
+        body = "".join(expression.replace("×", "*").replace("÷", "/").split())
     return "arith:" + body
+
+
+def _tree(expression: str) -> ast.expr:
+    """The expression as Python reads it (× and ÷ as * and /)."""
+    return ast.parse(expression.replace("×", "*").replace("÷", "/"), mode="eval").body
 
 
 def _canonical(node: ast.expr) -> str:
@@ -178,7 +182,7 @@ def work(expression: str) -> int:
     column with a carry or borrow; each subtraction one more, and one more when it goes
     negative; for each x the product of the operands' digit counts; for each / the digits
     of the quotient plus one. The difficulty knob reads it (``task.data["work"]``)."""
-    return _work(ast.parse(expression.replace("×", "*").replace("÷", "/"), mode="eval").body)[1]
+    return _work(_tree(expression))[1]
 
 
 def _work(node: ast.expr) -> tuple[Fraction, int]:

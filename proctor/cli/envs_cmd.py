@@ -106,7 +106,7 @@ def _knob_effect(env: Any, model: str, per_level: int) -> Optional[str]:
                 "measure; give the env a DifficultyKnob or drop --difficulty-model")
     complete = _model_completer(model)
     rates = measure_levels(knob, env.source, lambda tasks: [v.scored and v.correct for v in env.score_batch(
-        tasks, complete([env.prompt_of(t) for t in tasks]))], per_level=per_level)
+        tasks, complete(env, list(tasks)))], per_level=per_level)
     table = Table(title=f"{knob.name}: pass rate per level ({model}, one sample per task, temperature 1)")
     for column in ("level", "range", "tasks", "sampled", "pass rate"):
         table.add_column(column)
@@ -116,29 +116,30 @@ def _knob_effect(env: Any, model: str, per_level: int) -> Optional[str]:
     return knob_effect_problem(rates)
 
 
-def _model_completer(model: str):  # noqa: ANN202 - prompts → completions
-    """Sampled completions (temperature 1, up to 64 new tokens) from a causal LM, 16 prompts at a time."""
+def _model_completer(model: str):  # noqa: ANN202 - (env, tasks) → completions
+    """One sampled completion per task (temperature 1, up to 64 new tokens) from a causal LM,
+    through the trainer's own prompt tokenisation and transformers generator."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from proctor.envs import EnvSuite, SuiteItem
     from proctor.trainer.build import resolve_model_path
+    from proctor.trainer.rollout.hf import TransformersGenerator
+    from proctor.trainer.run import tokenize
+    from proctor.trainer.sampling_params import SamplingParams
 
     path = resolve_model_path(model)
     tok = AutoTokenizer.from_pretrained(path)
-    lm = AutoModelForCausalLM.from_pretrained(path).eval()
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    generator = TransformersGenerator(AutoModelForCausalLM.from_pretrained(path).eval(), tok)
+    params = SamplingParams(n=1, temperature=1.0, max_new_tokens=64, seed=0)
     torch.manual_seed(0)
 
-    def complete(prompts: list[Any]) -> list[str]:
-        texts = [tok.apply_chat_template(p, tokenize=False, add_generation_prompt=True) if isinstance(p, list)
-                 else p for p in prompts]
-        out = []
-        for start in range(0, len(texts), 16):
-            enc = tok(texts[start:start + 16], return_tensors="pt", padding=True, padding_side="left")
-            with torch.no_grad():
-                ids = lm.generate(**enc, do_sample=True, temperature=1.0, max_new_tokens=64, pad_token_id=pad)
-            out += tok.batch_decode(ids[:, enc.input_ids.shape[1]:], skip_special_tokens=True)
-        return out
+    def complete(env: Any, tasks: list[Any]) -> list[str]:
+        suite = EnvSuite({"env": env})
+        prompts = [tokenize(suite, tok, SuiteItem("env", t)) for t in tasks]
+        return [group[0].text for group in generator.generate(prompts, params)]
 
     return complete
 
