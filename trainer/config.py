@@ -60,6 +60,13 @@ class DataConfig:
     # with a knob; naming an env without one is an error).
     target_pass_rate: Optional[tuple[float, float]] = None
     difficulty_envs: Optional[list[str]] = None
+    # The answer probe (trainer/probe.py): each prompt's pass rate predicted by the policy's own
+    # probability of answer_template.format(answer=task.answer) + EOS, one forward pass over
+    # probe_pool x B candidates per step; prompts predicted in target_pass_rate are kept, others
+    # with probability skip_explore. For short-answer envs whose gold answer is the reply itself.
+    answer_probe: bool = False
+    answer_template: str = "{answer}"
+    probe_pool: int = 4
     # Selection changes the prompt mix; skip_reweight weighs each drawn prompt's advantages by
     # P_uniform / P_selected, over the batch's mean weight, so the objective keeps the uniform
     # mix in expectation and the step size stays that of an unweighted batch.
@@ -362,9 +369,31 @@ def _selection_problems(d: DataConfig) -> list[str]:
     if d.difficulty_envs is not None and band is None:
         problems.append("data.difficulty_envs is set but data.target_pass_rate is not: give the band the "
                         "frontier aims at (e.g. [0.2, 0.8]), or remove difficulty_envs")
+    if d.answer_probe:
+        problems += _probe_problems(d)
     unknown = sorted(set(d.difficulty_envs or ()) - set(d.envs))
     if unknown:
         problems.append(f"data.difficulty_envs names {unknown}, not in data.envs {sorted(d.envs)}")
+    return problems
+
+
+def _probe_problems(d: DataConfig) -> list[str]:
+    problems = []
+    if d.target_pass_rate is None:
+        problems.append("data.answer_probe keeps prompts whose predicted pass rate is in data.target_pass_rate, "
+                        "which is not set: give the band (e.g. [0.1, 0.9]) or turn the probe off")
+    if d.probe_pool < 1:
+        problems.append(f"data.probe_pool must be >= 1: candidates probed per prompt drawn (got {d.probe_pool})")
+    if d.skip_predicted_zero_signal:
+        problems.append("data.answer_probe and data.skip_predicted_zero_signal both predict each prompt's pass "
+                        "rate before rollout: choose one")
+    try:
+        d.answer_template.format(answer="42")
+        if "{answer}" not in d.answer_template:
+            raise KeyError("answer")
+    except (KeyError, IndexError, ValueError):
+        problems.append(f"data.answer_template must contain {{answer}} and no other field, the reply the probe "
+                        f"scores (e.g. '{{answer}}' or 'The answer is {{answer}}.'); got {d.answer_template!r}")
     return problems
 
 

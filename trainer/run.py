@@ -29,6 +29,7 @@ from .learner import Learner, Trainable, disable_dropout
 from .metrics import MetricsLog, plot_run, read_metrics
 from .multiturn import continue_turns
 from .passrate import PassRateMemory
+from .probe import AnswerProbe, answer_reference
 from .selection import Frontier, SelectionRules
 from .rollout import Generator, SamplingParams
 from .rollout.factory import make_generator, run_sampling
@@ -76,15 +77,18 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
                             skip_after=rules.skip_after)
     epochs = (EpochOrder(suite, cfg.data.shuffle, cfg.seed, rank, accelerator.num_processes)
               if cfg.data.order == "epochs" else None)
-    drawer = PromptDrawer(suite.sample, cfg.seed + 1000 * rank, memory, rules, r.max_new_tokens, epochs,
-                          build_frontier(cfg, suite, rules))
     template = cfg.data.chat_template_kwargs
+    prompt_ids = functools.partial(tokenize, suite, tokenizer, chat_template_kwargs=template)
+    drawer = PromptDrawer(suite.sample, cfg.seed + 1000 * rank, memory, rules, r.max_new_tokens, epochs,
+                          build_frontier(cfg, suite, rules),
+                          build_probe(cfg, suite, learner_model, tokenizer, prompt_ids))
     more_turns = (functools.partial(continue_turns, suite, generator, tokenizer, sampling,
                                     chat_template_kwargs=template)
                   if any(env.max_turns > 1 for env in suite.envs.values()) else None)
-    limit = PromptLimit(cfg.data.max_prompt_length, cfg.data.prompt_overflow, drawer.draw)
-    runner = RolloutRunner(generator, functools.partial(tokenize, suite, tokenizer, chat_template_kwargs=template),
-                           suite.score_batch, sampling, r.generation_batch_size, r.overlap_scoring, more_turns, limit)
+    # a dropped prompt's replacement is not probed: one probe pass per step keeps processes in step
+    limit = PromptLimit(cfg.data.max_prompt_length, cfg.data.prompt_overflow,
+                        functools.partial(drawer.draw, probe=False))
+    runner = RolloutRunner(generator, prompt_ids, suite.score_batch, sampling, r.generation_batch_size, r.overlap_scoring, more_turns, limit)
     if cfg.log.report_to:   # trackers take scalars only: nested values (the env suite) go in as JSON text
         accelerator.init_trackers("proctor-grpo", config={
             k: v if isinstance(v, (int, float, str, bool)) else json.dumps(v) for k, v in flat_view(cfg).items()})
@@ -98,7 +102,24 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
 def selection_rules(cfg: GRPOConfig) -> SelectionRules:
     d = cfg.data
     return SelectionRules(cfg.rollout.group_size, skip=d.skip_predicted_zero_signal, skip_threshold=d.skip_threshold,
-                          skip_after=d.skip_after, explore=d.skip_explore, band=d.target_pass_rate)
+                          skip_after=d.skip_after, explore=d.skip_explore, band=d.target_pass_rate,
+                          probe_pool=d.probe_pool)
+
+
+def build_probe(cfg: GRPOConfig, suite: EnvSuite, model: torch.nn.Module, tokenizer: Any,
+                prompt_ids: Callable[[SuiteItem], list[int]]) -> Optional[AnswerProbe]:
+    """The answer probe over the learner's model (None unless ``data.answer_probe``); an error
+    when no env's tasks carry a gold answer to score."""
+    d = cfg.data
+    if not d.answer_probe:
+        return None
+    answered = [name for name, env in suite.envs.items() if len(env.source) and env.source[0].answer is not None]
+    if not answered:
+        raise ValueError(f"data.answer_probe scores each task's gold answer, but no env in data.envs "
+                         f"({', '.join(suite.envs)}) has tasks with an answer: turn the probe off, or use "
+                         "data.target_pass_rate with a difficulty knob / data.skip_predicted_zero_signal")
+    return AnswerProbe(model, tokenizer, prompt_ids, answer_reference(d.answer_template),
+                       cfg.rollout.temperature, cfg.rollout.generation_batch_size)
 
 
 def build_frontier(cfg: GRPOConfig, suite: EnvSuite, rules: SelectionRules) -> Optional[Frontier]:
@@ -117,6 +138,8 @@ def build_frontier(cfg: GRPOConfig, suite: EnvSuite, rules: SelectionRules) -> O
             raise ValueError(f"data.difficulty_envs names {name!r}, whose env ({spec}) declares no difficulty knob: "
                              "remove it from difficulty_envs, or give the env a DifficultyKnob "
                              "(proctor.envs.DifficultyKnob; see README, 'Difficulty as a knob')")
+    if not chosen and d.answer_probe:
+        return None   # the band is the probe's alone
     if not chosen:
         raise ValueError(f"data.target_pass_rate is set but no env in data.envs ({', '.join(d.envs)}) declares a "
                          "difficulty knob: remove the band (use data.skip_predicted_zero_signal for envs without "

@@ -20,6 +20,7 @@ from proctor.envs.core.splits import question_key
 
 from .metrics import Stopwatch
 from .passrate import PassRateMemory
+from .probe import AnswerProbe
 from .records import Scored
 from .selection import Frontier, SelectionRules, prior_from
 from .rollout import Generator, Rollout, SamplingParams
@@ -91,7 +92,8 @@ class PromptDrawer:
 
     def __init__(self, sample: Callable[[int, np.random.Generator], list[SuiteItem]], seed: int,
                  memory: PassRateMemory, rules: SelectionRules, default_tokens: int,
-                 epochs: Optional[EpochOrder] = None, frontier: Optional[Frontier] = None) -> None:
+                 epochs: Optional[EpochOrder] = None, frontier: Optional[Frontier] = None,
+                 probe: Optional[AnswerProbe] = None) -> None:
         self.sample = epochs.sample if epochs is not None else sample
         self.epochs = epochs
         self.rng = random.Random(seed)
@@ -105,16 +107,20 @@ class PromptDrawer:
         # (env, task id) → P_uniform / P_selected at the prompt's last draw (skip_reweight)
         self.weights: dict[tuple[str, str], float] = {}
         self.recent_lengths: list[float] = []      # mean completion length of the last 5 steps
+        self.probe = probe
+        self.probed: list[float] = []              # predicted pass rates of the prompts kept since the report
+        self.probe_counts = [0, 0, 0]              # candidates probed, in band, forced in, since the report
+        self.probe_tokens_reported = 0
 
-    def draw(self, n: int) -> list[SuiteItem]:
-        """n tasks; prompts predicted zero-signal are skipped (at most 50 n tries, then taken)."""
+    def draw(self, n: int, probe: bool = True) -> list[SuiteItem]:
+        """n tasks; prompts predicted zero-signal are skipped (at most 50 n tries, then taken).
+        With an answer probe (unless ``probe`` is False) a pool of candidates is probed in one pass."""
+        if self.probe is not None and probe:
+            return self._draw_probed(n)
         items: list[SuiteItem] = []
         tries = 0
         while len(items) < n:
-            item, weight = self.sample(1, self.np_rng)[0], 1.0
-            if self.frontier is not None and self.frontier.covers(item.env):
-                drawn = self.frontier.draw(item, self.np_rng)
-                item, weight = drawn.item, drawn.weight
+            item, weight = self._candidate()
             tries += 1
             keep = (self.memory.keep_probability(memory_key(item), prior_from(self.predicted_rate(item)))
                     if self.rules.skip and tries < 50 * n else 1.0)
@@ -124,6 +130,46 @@ class PromptDrawer:
             self.weights[(item.env, item.task.id)] = weight / keep
             items.append(item)
         return items
+
+    def _candidate(self) -> tuple[SuiteItem, float]:
+        """One task from the sampler (at the frontier's level for envs it covers) and its weight."""
+        item, weight = self.sample(1, self.np_rng)[0], 1.0
+        if self.frontier is not None and self.frontier.covers(item.env):
+            drawn = self.frontier.draw(item, self.np_rng)
+            item, weight = drawn.item, drawn.weight
+        return item, weight
+
+    def _draw_probed(self, n: int) -> list[SuiteItem]:
+        """``probe_pool`` x n candidates, probed in one forward pass (one per call, so data-parallel
+        processes stay in step). Each slot takes, with probability ``explore``, a random candidate
+        predicted outside the band (so the probe's misses can still be learned from), else the next
+        one inside it; when none is left inside, the one outside nearest the band. A candidate's
+        weight is P_uniform / P_selected within the pool."""
+        assert self.probe is not None and self.rules.band is not None
+        lo, hi = self.rules.band
+        pool = [self._candidate() for _ in range(self.rules.probe_pool * n)]
+        rates = self.probe.pass_rates([item for item, _ in pool])
+        inside = [i for i, p in enumerate(rates) if p is None or lo <= p <= hi]
+        outside = sorted((i for i, p in enumerate(rates) if not (p is None or lo <= p <= hi)),
+                         key=lambda i: max(lo - rates[i], rates[i] - hi))
+        share_in, share_out = len(inside) / len(pool), len(outside) / len(pool)
+        explore = self.rules.explore if inside and outside else (1.0 if outside else 0.0)
+        self.probe_counts[0] += sum(p is not None for p in rates)
+        self.probe_counts[1] += sum(p is not None for p in rates) - len(outside)
+        out = []
+        for _ in range(n):
+            if outside and (not inside or self.rng.random() < explore):
+                j = self.rng.randrange(len(outside)) if inside else 0   # a top-up takes the nearest
+                index, weight = outside.pop(j), share_out / explore if inside else 1.0
+                self.probe_counts[2] += not inside
+            else:
+                index, weight = inside.pop(0), share_in / (1.0 - explore)
+            item = pool[index][0]
+            self.weights[(item.env, item.task.id)] = pool[index][1] * weight
+            if rates[index] is not None:
+                self.probed.append(rates[index])
+            out.append(item)
+        return out
 
     def predicted_rate(self, item: SuiteItem) -> Optional[float]:
         """What prompts like ``item`` pass: its level's rate, else its env's (None before either is seen)."""
@@ -150,8 +196,17 @@ class PromptDrawer:
             self.recent_lengths = (self.recent_lengths + [sum(lens) / len(lens)])[-5:]
 
     def report(self) -> dict[str, float]:
-        """The frontier's values since the last report (the step row), {} without one."""
-        return self.frontier.report() if self.frontier is not None else {}
+        """The frontier's and the answer probe's values since the last report (the step row)."""
+        out = self.frontier.report() if self.frontier is not None else {}
+        if self.probe is not None:
+            probed, in_band, forced = self.probe_counts
+            out.update(tokens_probed=self.probe.tokens - self.probe_tokens_reported,
+                       tokens_probed_cumulative=self.probe.tokens,
+                       probe_in_band_frac=in_band / probed if probed else 0.0, probe_topped_up=forced)
+            if self.probed:
+                out["probe_predicted_pass"] = float(np.mean(self.probed))
+            self.probed, self.probe_counts, self.probe_tokens_reported = [], [0, 0, 0], self.probe.tokens
+        return out
 
     def expected_tokens(self) -> int:
         """A skipped completion's expected length: the recent mean, else the length limit."""
@@ -165,7 +220,8 @@ class PromptDrawer:
                 "epochs": self.epochs.state_dict() if self.epochs is not None else None,
                 "recent_lengths": list(self.recent_lengths),
                 "frontier": self.frontier.state_dict() if self.frontier is not None else None,
-                "env_rates": self.env_rates.records_state()}
+                "env_rates": self.env_rates.records_state(),
+                "probe_tokens": self.probe.tokens if self.probe is not None else 0}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.setstate(state["rng"])
@@ -179,6 +235,8 @@ class PromptDrawer:
         self.env_rates.load_records(state.get("env_rates", {}))
         if self.frontier is not None and state.get("frontier"):
             self.frontier.load_state_dict(state["frontier"])
+        if self.probe is not None:
+            self.probe.tokens = self.probe_tokens_reported = state.get("probe_tokens", 0)
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ class SelectionRules:
     explore: float = 0.1                            # chance a skippable prompt / out-of-band level is drawn anyway
     band: Optional[tuple[float, float]] = None      # the frontier's target pass-rate band; None: off
     level_decay: float = 0.9                        # per-step factor on a level's old evidence
+    probe_pool: int = 4                             # answer probe: candidates probed per prompt drawn
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,189 @@
+"""The answer probe: the policy's own probability of a task's reference reply as its predicted pass rate."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+import torch
+
+from proctor.envs import EnvSuite, ListSource, SuiteItem, Task, VerifiableEnv, make_env
+from proctor.envs.text.verifiers import ExactMatchVerifier
+from proctor.trainer.config import GRPOConfig
+from proctor.trainer.passrate import PassRateMemory
+from proctor.trainer.probe import AnswerProbe, answer_reference, signal_chance
+from proctor.trainer.run import build_probe, selection_rules, tokenize
+from proctor.trainer.sampling import PromptDrawer
+from proctor.trainer.selection import SelectionRules
+
+
+def _probe(model, tok, temperature=1.0, template="{answer}"):
+    suite = EnvSuite({"arith": make_env("proctor/Arithmetic-v0", level=1, numbers=[0, 50], n=20,
+                                        prompt_template="What is {expr}?")})
+    return AnswerProbe(model, tok, lambda item: tokenize(suite, tok, item), answer_reference(template),
+                       temperature, batch_size=3), suite
+
+
+def _by_hand(model, prompt: list[int], reply: list[int], temperature: float) -> float:
+    """The reply's probability one token at a time, each position its own forward pass."""
+    total = 0.0
+    with torch.no_grad():
+        for t, token in enumerate(reply):
+            logits = model(input_ids=torch.tensor([prompt + reply[:t]])).logits[0, -1] / temperature
+            total += float(torch.log_softmax(logits.float(), -1)[token])
+    return float(np.exp(total))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_the_probe_is_the_probability_of_the_reference_reply_then_eos(model_and_tokenizer, temperature):
+    model, tok = model_and_tokenizer
+    probe, suite = _probe(model, tok, temperature)
+    items = [SuiteItem("arith", suite.envs["arith"].source[i]) for i in range(7)]   # 3 batches, padded
+    rates = probe.pass_rates(items)
+    for item, rate in zip(items, rates):
+        reply = tok(item.task.answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        assert rate == pytest.approx(_by_hand(model, tokenize(suite, tok, item), reply, temperature), rel=1e-4)
+    prompts = sum(len(tokenize(suite, tok, it)) + len(tok(it.task.answer)["input_ids"]) + 1 for it in items)
+    assert probe.tokens == prompts                       # every forward token counted
+
+
+def test_a_task_without_an_answer_is_not_probed(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    probe, suite = _probe(model, tok)
+    bare = Task(id="x", prompt="Say something.", answer=None)
+    known = SuiteItem("arith", suite.envs["arith"].source[0])
+    assert probe.pass_rates([SuiteItem("arith", bare), known])[0] is None
+    assert probe.pass_rates([known])[0] is not None
+
+
+def test_the_probe_is_the_chance_a_sample_starts_with_the_reply(model_and_tokenizer):
+    """Sampled at a low temperature (the untrained model is near uniform at 1), the share of samples whose first tokens are the reply
+    matches the probe's probability of it (binomial, 4 standard errors)."""
+    from proctor.trainer.rollout import SamplingParams
+    from proctor.trainer.rollout.hf import TransformersGenerator
+
+    model, tok = model_and_tokenizer
+    probe, suite = _probe(model, tok, temperature=0.08)
+    prompt = tokenize(suite, tok, SuiteItem("arith", suite.envs["arith"].source[0]))
+    torch.manual_seed(0)
+    gen = TransformersGenerator(model, tok, batch_size=200)
+    samples = gen.generate([prompt], SamplingParams(n=600, temperature=0.08, max_new_tokens=2))[0]
+    counts = collections.Counter(tuple(r.completion_ids[:2]) for r in samples if len(r.completion_ids) >= 2)
+    reply, seen = counts.most_common(1)[0]
+    p = float(torch.exp(probe.sequence_logprobs([(prompt, list(reply))])[0]))
+    assert 0.05 < p < 0.95
+    assert abs(seen / len(samples) - p) < 4 * np.sqrt(p * (1 - p) / len(samples))
+
+
+def test_signal_chance_is_one_minus_all_right_or_all_wrong():
+    assert signal_chance(0.0, 8) == 0.0 and signal_chance(1.0, 8) == 0.0
+    assert signal_chance(0.5, 2) == pytest.approx(0.5)
+    assert signal_chance(0.3, 4) == pytest.approx(1 - 0.3 ** 4 - 0.7 ** 4)
+
+
+# ------------------------------------------------------------------ the drawer with a probe
+class _FixedProbe:
+    """A probe whose prediction is the answer / 100 (the tasks' answers are 0..99)."""
+
+    def __init__(self) -> None:
+        self.tokens = 0
+
+    def pass_rates(self, items):
+        self.tokens += 10 * len(items)
+        self.seen = [int(it.task.answer) for it in items]
+        return [int(it.task.answer) / 100 for it in items]
+
+
+def _drawer(explore=0.1, band=(0.3, 0.7), pool=4):
+    source = [Task(id=f"t{i}", prompt=f"q{i}", answer=str(i)) for i in range(100)]
+    suite = EnvSuite({"env": VerifiableEnv(ListSource(source), ExactMatchVerifier())})
+    rules = SelectionRules(8, explore=explore, band=band, probe_pool=pool)
+    return PromptDrawer(suite.sample, 0, PassRateMemory(8), rules, 8, probe=_FixedProbe())
+
+
+def test_the_drawer_keeps_prompts_predicted_in_band_and_explores_the_rest():
+    drawer = _drawer(explore=0.1)
+    drawn = [int(it.task.answer) for _ in range(400) for it in drawer.draw(8)]
+    outside = np.mean([not 30 <= a <= 70 for a in drawn])
+    assert 0.06 < outside < 0.14                      # explore: 10% of the slots
+    report = drawer.report()
+    assert report["probe_in_band_frac"] == pytest.approx(0.41, abs=0.03)
+    assert report["tokens_probed"] == 400 * 32 * 10 and report["tokens_probed_cumulative"] == 400 * 32 * 10
+    assert report["probe_topped_up"] < 0.01 * 400 * 8     # 13 of 32 candidates in band, on average
+    assert drawer.report()["tokens_probed"] == 0      # per report
+
+
+def test_the_drawer_weights_undo_the_selection_in_expectation():
+    drawer = _drawer(explore=0.2)
+    mass = collections.Counter()
+    rounds = 3000
+    for _ in range(rounds):
+        for item in drawer.draw(8):
+            mass[int(item.task.answer) >= 50] += drawer.weight_of(item)
+    # uniform: half the tasks have an answer >= 50
+    assert mass[True] / (mass[True] + mass[False]) == pytest.approx(0.5, abs=0.03)
+
+
+def test_with_nothing_in_band_the_drawer_takes_the_nearest():
+    drawer = _drawer(band=(0.995, 1.0), pool=8)
+    drawn = [int(it.task.answer) for it in drawer.draw(4)]
+    assert drawn == sorted(drawer.probe.seen, reverse=True)[:4]     # the 4 highest of 32 candidates
+    assert drawer.report()["probe_topped_up"] == 4
+
+
+def test_a_dropped_prompts_replacement_is_not_probed():
+    drawer = _drawer()
+    drawer.draw(3, probe=False)
+    assert drawer.probe.tokens == 0
+
+
+# ------------------------------------------------------------------ config and bad input
+@pytest.mark.parametrize("data, message", [
+    ({"answer_probe": True}, r"data\.answer_probe keeps prompts .* data\.target_pass_rate"),
+    ({"answer_probe": True, "target_pass_rate": [0.2, 0.8], "probe_pool": 0}, r"data\.probe_pool must be >= 1"),
+    ({"answer_probe": True, "target_pass_rate": [0.2, 0.8], "answer_template": "The result"},
+     r"data\.answer_template must contain \{answer\}"),
+    ({"answer_probe": True, "target_pass_rate": [0.2, 0.8], "answer_template": "{answer} {unit}"},
+     r"data\.answer_template must contain \{answer\}"),
+    ({"answer_probe": True, "target_pass_rate": [0.2, 0.8], "skip_predicted_zero_signal": True},
+     r"choose one"),
+])
+def test_probe_settings_that_cannot_work_are_refused_by_name(data, message):
+    with pytest.raises(ValueError, match=message):
+        GRPOConfig.from_dict({"data": data})
+
+
+def test_the_probe_on_envs_without_answers_is_refused(model_and_tokenizer):
+    model, tok = model_and_tokenizer
+    cfg = GRPOConfig.from_dict({"data": {"answer_probe": True, "target_pass_rate": [0.2, 0.8]}})
+    suite = EnvSuite({"code": VerifiableEnv(ListSource([Task(id="a", prompt="Write f.")]), ExactMatchVerifier())})
+    with pytest.raises(ValueError, match=r"no env in data\.envs \(code\) has tasks with an answer"):
+        build_probe(cfg, suite, model, tok, lambda item: [1])
+    assert selection_rules(cfg).probe_pool == 4
+
+
+def test_a_run_with_the_probe_logs_it_and_resumes_its_count(tmp_path):
+    from accelerate.state import AcceleratorState
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from proctor.tiny_model import tiny_model_path
+    from proctor.trainer.grpo import GRPOTrainer
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    path = tiny_model_path(pretrain_steps=0)
+    env = make_env("proctor/Arithmetic-v0", level=1, numbers=[0, 50], n=200, prompt_template="What is {expr}?")
+    config = GRPOConfig.from_flat(model=str(path), prompts_per_step=4, group_size=4, max_new_tokens=4, max_steps=2,
+                                  micro_batch_size=16, output_dir=str(tmp_path / "run"), target_pass_rate=[0.2, 0.8],
+                                  answer_probe=True, difficulty_envs=[], probe_pool=2)
+    trainer = GRPOTrainer(config, EnvSuite({"arith": env}), AutoModelForCausalLM.from_pretrained(path),
+                          AutoTokenizer.from_pretrained(path))
+    rows = trainer.train()
+    assert trainer.parts.drawer.frontier is None        # difficulty_envs: [] leaves the band to the probe
+    assert all(r["tokens_probed"] > 0 for r in rows)
+    assert rows[-1]["tokens_probed_cumulative"] == sum(r["tokens_probed"] for r in rows)
+    state = trainer.parts.drawer.state_dict()
+    trainer.parts.drawer.probe.tokens = 0
+    trainer.parts.drawer.load_state_dict(state)
+    assert trainer.parts.drawer.probe.tokens == rows[-1]["tokens_probed_cumulative"]
+    AcceleratorState._reset_state(reset_partial_state=True)
