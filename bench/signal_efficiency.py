@@ -40,12 +40,14 @@ from machine import cpu_model, usable_cpus  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 MAIN_JOB = ROOT / "examples/train/arithmetic_tiny.yaml"
 OFF = {"dynamic_sampling": False, "skip_predicted_zero_signal": False, "target_pass_rate": None,
-       "difficulty_envs": None, "skip_reweight": False, "skip_after": 0}
+       "difficulty_envs": None, "skip_reweight": False, "skip_after": 0, "answer_probe": False}
 ARMS: dict[str, dict[str, Any]] = {
     "uniform": dict(OFF),
     "dapo": {**OFF, "dynamic_sampling": True, "max_resample_rounds": 1},
     "skip": {**OFF, "skip_predicted_zero_signal": True, "skip_after": 1, "skip_threshold": 0.8},
     "adaptive": {**OFF, "target_pass_rate": [0.2, 0.8]},
+    "probe": {**OFF, "answer_probe": True, "target_pass_rate": [0.2, 0.8], "difficulty_envs": [],
+              "skip_explore": 0.05, "probe_pool": 16},
     "default": {},
 }
 
@@ -86,6 +88,22 @@ def run_one(base: dict[str, Any], arm: str, seed: int, steps: int | None, out: P
         raise RuntimeError(f"{arm} seed {seed} failed (exit {done.returncode}); see {out / 'train.log'}")
     print(f"  done: {arm} seed {seed}", flush=True)
     return out / "metrics.jsonl"
+
+
+def same_settings(base: dict[str, Any], arms: list[str], steps: int | None) -> dict[str, str]:
+    """Arm → an earlier arm whose runs would be identical (the same config but for the output
+    directory): its runs are not repeated."""
+    seen: dict[str, str] = {}
+    twins = {}
+    for arm in arms:
+        cfg = arm_config(base, arm, 0, steps, Path("."))
+        cfg.pop("output_dir")
+        key = json.dumps(cfg, sort_keys=True)
+        if key in seen:
+            twins[arm] = seen[key]
+        else:
+            seen[key] = arm
+    return twins
 
 
 METRIC = "eval_pass@1"   # the held-out score: the sampled pass rate, the expected reward GRPO raises
@@ -188,13 +206,16 @@ def main() -> None:
     if "uniform" not in args.arms:
         parser.error("--arms must include uniform: every other arm is measured against it")
     base = yaml.safe_load(args.config.read_text())
-    runs = [(arm, seed) for seed in args.seeds for arm in args.arms]
-    print(f"{len(runs)} runs ({len(args.arms)} arms x {len(args.seeds)} seeds), {args.jobs} at a time, "
+    twins = same_settings(base, args.arms, args.steps)
+    runs = [(arm, seed) for seed in args.seeds for arm in args.arms if arm not in twins]
+    print(f"{len(runs)} runs ({len(args.arms) - len(twins)} arms x {len(args.seeds)} seeds), {args.jobs} at a time, "
           f"from {args.config.relative_to(ROOT) if args.config.is_relative_to(ROOT) else args.config}", flush=True)
+    for arm, twin in twins.items():
+        print(f"  {arm} has {twin}'s settings: its runs are {twin}'s", flush=True)
     with ThreadPoolExecutor(args.jobs) as pool:
         futures = {run: pool.submit(run_one, base, *run, args.steps, args.out / f"{run[0]}-s{run[1]}", args.reuse)
                    for run in runs}
-        results = {arm: [curve(futures[(arm, s)].result()) for s in args.seeds] for arm in args.arms}
+        results = {arm: [curve(futures[(twins.get(arm, arm), s)].result()) for s in args.seeds] for arm in args.arms}
     summary = summarise(results)
     print_table(summary, args.seeds)
     summary.update(date=datetime.date.today().isoformat(), machine=f"{cpu_model()}, {usable_cpus()} CPUs",

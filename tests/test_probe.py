@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import collections
+import re
 
 import numpy as np
 import pytest
 import torch
+from rich.console import Console
 
 from proctor.envs import EnvSuite, ListSource, SuiteItem, Task, VerifiableEnv, make_env
 from proctor.envs.text.verifiers import ExactMatchVerifier
 from proctor.trainer.config import GRPOConfig
+from proctor.trainer.ledger_view import ledger_table
 from proctor.trainer.passrate import PassRateMemory
 from proctor.trainer.probe import AnswerProbe, answer_reference, signal_chance
 from proctor.trainer.run import build_probe, selection_rules, tokenize
@@ -111,6 +114,8 @@ def test_the_drawer_keeps_prompts_predicted_in_band_and_explores_the_rest():
     assert report["probe_in_band_frac"] == pytest.approx(0.41, abs=0.03)
     assert report["tokens_probed"] == 400 * 32 * 10 and report["tokens_probed_cumulative"] == 400 * 32 * 10
     assert report["probe_topped_up"] < 0.01 * 400 * 8     # 13 of 32 candidates in band, on average
+    expected = np.mean([signal_chance(a / 100, 8) for a in drawn])   # the probe's predictions are answer / 100
+    assert report["probe_predicted_signal"] == pytest.approx(expected)
     assert drawer.report()["tokens_probed"] == 0      # per report
 
 
@@ -182,6 +187,10 @@ def test_a_run_with_the_probe_logs_it_and_resumes_its_count(tmp_path):
     assert trainer.parts.drawer.frontier is None        # difficulty_envs: [] leaves the band to the probe
     assert all(r["tokens_probed"] > 0 for r in rows)
     assert rows[-1]["tokens_probed_cumulative"] == sum(r["tokens_probed"] for r in rows)
+    console = Console(record=True, width=140)
+    console.print(ledger_table(rows))
+    probed = f"{rows[-1]['tokens_probed_cumulative']:,}"
+    assert re.search(rf"read by the answer probe \(forward only\) │ +{probed} │", console.export_text())
     state = trainer.parts.drawer.state_dict()
     trainer.parts.drawer.probe.tokens = 0
     trainer.parts.drawer.load_state_dict(state)

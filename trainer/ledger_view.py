@@ -49,6 +49,9 @@ def ledger_table(rows: list[dict[str, Any]]) -> Optional[Table]:
     skipped = int(last.get("tokens_saved_by_skip") or 0)
     if skipped:
         table.add_row("not generated: skipped prompts (estimate)", f"~{skipped:,}", "-")
+    probed = max((int(r.get("tokens_probed_cumulative") or 0) for r in rows), default=0)
+    if probed:   # forward-only (prompt + reference reply), like a prefill: not generated
+        table.add_row("not generated: read by the answer probe (forward only)", f"{probed:,}", "-")
     return table
 
 

@@ -1,7 +1,8 @@
 """Phase 1 of a step: which prompts, and their G scored completions.
 
-``PromptDrawer`` draws tasks from the suite (at the difficulty frontier, skipping prompts
-the pass-rate memory predicts to be zero-signal, and counting what that saved); ``RolloutRunner`` turns
+``PromptDrawer`` draws tasks from the suite (at the difficulty frontier, in the answer probe's
+band, skipping prompts the pass-rate memory predicts to be zero-signal, and counting what that
+saved); ``RolloutRunner`` turns
 prompts into a ``Scored`` batch, generating in chunks and scoring each finished chunk
 in a thread while the next one generates. Both take what they need as arguments.
 """
@@ -20,7 +21,7 @@ from proctor.envs.core.splits import question_key
 
 from .metrics import Stopwatch
 from .passrate import PassRateMemory
-from .probe import AnswerProbe
+from .probe import AnswerProbe, signal_chance
 from .records import Scored
 from .selection import Frontier, SelectionRules, prior_from
 from .rollout import Generator, Rollout, SamplingParams
@@ -86,9 +87,10 @@ class PromptDrawer:
     """Tasks for a step, one process's own stream (seeded by rank), chosen before rollout.
 
     ``frontier`` (envs with a difficulty knob, a target band) picks each prompt's level;
-    ``memory`` (when ``rules.skip``) skips prompts whose own record predicts a zero-signal
-    group. Each kept prompt's importance weight is remembered for ``skip_reweight``
-    (see ``trainer/selection.py``)."""
+    ``probe`` (the answer probe, ``trainer/probe.py``) predicts each candidate's pass rate
+    with the current policy and keeps those in the band; ``memory`` (when ``rules.skip``)
+    skips prompts whose own record predicts a zero-signal group. Each kept prompt's
+    importance weight is remembered for ``skip_reweight`` (see ``trainer/selection.py``)."""
 
     def __init__(self, sample: Callable[[int, np.random.Generator], list[SuiteItem]], seed: int,
                  memory: PassRateMemory, rules: SelectionRules, default_tokens: int,
@@ -203,8 +205,10 @@ class PromptDrawer:
             out.update(tokens_probed=self.probe.tokens - self.probe_tokens_reported,
                        tokens_probed_cumulative=self.probe.tokens,
                        probe_in_band_frac=in_band / probed if probed else 0.0, probe_topped_up=forced)
-            if self.probed:
+            if self.probed:   # what the probe expected of the prompts it kept: compare pass_rate, zero_signal_frac
                 out["probe_predicted_pass"] = float(np.mean(self.probed))
+                out["probe_predicted_signal"] = float(np.mean([signal_chance(p, self.rules.group_size)
+                                                               for p in self.probed]))
             self.probed, self.probe_counts, self.probe_tokens_reported = [], [0, 0, 0], self.probe.tokens
         return out
 
