@@ -1,21 +1,27 @@
-"""Learning signal per rollout token: five ways to choose prompts, side by side, >= 3 seeds each.
+"""Learning signal per rollout token: seven ways to choose prompts, side by side, >= 3 seeds each.
 
 Every arm is the main job (``examples/train/arithmetic_tiny.yaml``: the tiny model, procedural
 arithmetic, held-out eval on questions disjoint from training by their canonical form) with
-only the prompt selection changed:
+the prompt selection changed. The first five sample B = 8 prompts x G = 8 completions per step
+(the batch at which uniform sampling learns); Proctor's default picks fewer prompts per step,
+so ``uniform-small`` is uniform sampling at the default's batch, the control that tells what the
+selection adds beyond the smaller batch:
 
-    uniform    prompts drawn uniformly, every group kept (the baseline)
-    dapo       DAPO dynamic sampling: zero-signal groups dropped after they are paid for, redrawn
-    skip       pre-rollout skipping from each prompt's own record (GRESO's rule: its last group
-               taught nothing; or the posterior predicts so), drawn anyway 10% of the time
-    adaptive   the difficulty frontier: levels whose predicted pass rate is in the target band
-    default    the main job's own settings, unchanged (Proctor's default)
+    uniform        prompts drawn uniformly, every group kept (the baseline)
+    dapo           DAPO dynamic sampling: zero-signal groups dropped after they are paid for, redrawn
+    skip           pre-rollout skipping from each prompt's own record (GRESO's rule: its last group
+                   taught nothing; or the posterior predicts so), drawn anyway 10% of the time
+    adaptive       the difficulty frontier: levels whose predicted pass rate is in the target band
+    probe          the answer probe (the default's selection) at B = 8, G = 8
+    uniform-small  uniform sampling at the default's B and G
+    default        the main job's own settings, unchanged (Proctor's default)
 
 Printed per arm (mean over seeds): the final held-out score (pass@1 of samples at the
 training temperature, from 4 per question: the expected reward on unseen questions), the rollout tokens
 it took to first reach the uniform arm's final held-out score (and the ratio to uniform's),
-and the share of rollout tokens that taught nothing (zero-signal groups, kept or dropped).
-Drawn: held-out pass rate against rollout tokens, one line per arm (``signal_efficiency.png``).
+and the share of rollout tokens that taught nothing (zero-signal groups, kept or dropped); beside
+them, what the answer probe read (forward-only tokens, not generated) and the seconds of training
+steps (evaluations left out). Drawn: held-out pass rate against rollout tokens, one line per arm (``signal_efficiency.png``).
 
     .venv/bin/python bench/signal_efficiency.py [--seeds 0 1 2] [--steps N] [--jobs 2] [--out DIR]
 """
@@ -39,22 +45,37 @@ from machine import cpu_model, usable_cpus  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MAIN_JOB = ROOT / "examples/train/arithmetic_tiny.yaml"
-OFF = {"dynamic_sampling": False, "skip_predicted_zero_signal": False, "target_pass_rate": None,
-       "difficulty_envs": None, "skip_reweight": False, "skip_after": 0, "answer_probe": False}
-ARMS: dict[str, dict[str, Any]] = {
-    "uniform": dict(OFF),
-    "dapo": {**OFF, "dynamic_sampling": True, "max_resample_rounds": 1},
-    "skip": {**OFF, "skip_predicted_zero_signal": True, "skip_after": 1, "skip_threshold": 0.8},
-    "adaptive": {**OFF, "target_pass_rate": [0.2, 0.8]},
-    "probe": {**OFF, "answer_probe": True, "target_pass_rate": [0.2, 0.8], "difficulty_envs": [],
-              "skip_explore": 0.05, "probe_pool": 16},
+OFF = {"data": {"dynamic_sampling": False, "skip_predicted_zero_signal": False, "target_pass_rate": None,
+                "difficulty_envs": None, "skip_reweight": False, "skip_after": 0, "answer_probe": False,
+                "skip_explore": 0.1}}
+BATCH8 = {"data": {"prompts_per_step": 8}, "rollout": {"group_size": 8}}
+
+
+def merged(*parts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Config sections merged key by key, later parts winning."""
+    out: dict[str, dict[str, Any]] = {}
+    for part in parts:
+        for section, values in part.items():
+            out[section] = {**out.get(section, {}), **values}
+    return out
+
+
+ARMS: dict[str, dict[str, dict[str, Any]]] = {
+    "uniform": merged(OFF, BATCH8),
+    "dapo": merged(OFF, BATCH8, {"data": {"dynamic_sampling": True, "max_resample_rounds": 1}}),
+    "skip": merged(OFF, BATCH8, {"data": {"skip_predicted_zero_signal": True, "skip_after": 1,
+                                          "skip_threshold": 0.8}}),
+    "adaptive": merged(OFF, BATCH8, {"data": {"target_pass_rate": [0.2, 0.8]}}),
+    "probe": dict(BATCH8),
+    "uniform-small": dict(OFF),
     "default": {},
 }
 
 
 def arm_config(base: dict[str, Any], arm: str, seed: int, steps: int | None, out: Path) -> dict[str, Any]:
     cfg = json.loads(json.dumps(base))
-    cfg["data"] = {**cfg.get("data", {}), **ARMS[arm]}
+    for section, values in ARMS[arm].items():
+        cfg[section] = {**cfg.get(section, {}), **values}
     cfg.update(seed=seed, output_dir=str(out))
     if steps is not None:
         cfg["max_steps"] = steps
@@ -114,17 +135,20 @@ def curve(metrics: Path, metric: str = METRIC) -> dict[str, list[float]]:
     run's zero-signal token total."""
     rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
     tokens = {0: 0}
-    zero = total = 0
+    zero = total = probed = 0
+    seconds = 0.0
     for r in rows:
         if "tokens_cumulative" in r:
             tokens[r["step"]] = r["tokens_cumulative"]
             zero, total = r["tokens_zero_signal_cumulative"], r["tokens_cumulative"]
+            probed = r.get("tokens_probed_cumulative", 0)
+            seconds += r.get("time_step_s", 0.0)
     evals = [r for r in rows if metric in r]
     if not evals:
         raise ValueError(f"{metrics}: no evaluation row has {metric!r}; the job must evaluate it (eval.k: [1])")
     return {"step": [r["step"] for r in evals], "tokens": [tokens[r["step"]] for r in evals],
             "held_out": [r[metric] for r in evals], "greedy": [r.get("eval_greedy_pass_rate") for r in evals],
-            "zero_signal_tokens": zero, "rollout_tokens": total}
+            "zero_signal_tokens": zero, "rollout_tokens": total, "probed_tokens": probed, "step_seconds": seconds}
 
 
 def mean_curve(curves: list[dict[str, Any]]) -> dict[str, list[float]]:
@@ -154,6 +178,8 @@ def summarise(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, A
             "ratio_vs_uniform": None if reach is None or not uniform_tokens else reach / uniform_tokens,
             "zero_signal_share": sum(c["zero_signal_tokens"] for c in curves) / sum(c["rollout_tokens"] for c in curves),
             "rollout_tokens": sum(c["rollout_tokens"] for c in curves) / len(curves),
+            "probed_tokens": sum(c.get("probed_tokens", 0) for c in curves) / len(curves),
+            "step_seconds": sum(c.get("step_seconds", 0.0) for c in curves) / len(curves),
             "curve": means[arm],
         }
     return {"target": target, "arms": table}
@@ -161,14 +187,15 @@ def summarise(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, A
 
 def print_table(summary: dict[str, Any], seeds: list[int]) -> None:
     print(f"\nheld-out target = uniform's final score {summary['target']:.3f} (mean of {len(seeds)} seeds)")
-    head = f"{'arm':<10}{'held-out pass@1':>16}{'greedy':>8}{'tokens to target':>18}{'x fewer than uniform':>22}" \
-           f"{'zero-signal share':>19}{'rollout tokens':>16}"
+    head = f"{'arm':<14}{'held-out pass@1':>16}{'greedy':>8}{'tokens to target':>18}{'x fewer than uniform':>22}" \
+           f"{'zero-signal share':>19}{'rollout tokens':>16}{'probed (fwd)':>14}{'step s':>8}"
     print(head + "\n" + "-" * len(head))
     for arm, r in summary["arms"].items():
         reach = "not reached" if r["tokens_to_uniform_final"] is None else f"{r['tokens_to_uniform_final']:,.0f}"
         ratio = "-" if r["ratio_vs_uniform"] is None else f"{1 / r['ratio_vs_uniform']:.2f}x"
-        print(f"{arm:<10}{r['final_held_out']:>16.3f}{r['final_greedy']:>8.3f}{reach:>18}{ratio:>22}{r['zero_signal_share']:>19.1%}"
-              f"{r['rollout_tokens']:>16,.0f}")
+        print(f"{arm:<14}{r['final_held_out']:>16.3f}{r['final_greedy']:>8.3f}{reach:>18}{ratio:>22}"
+              f"{r['zero_signal_share']:>19.1%}{r['rollout_tokens']:>16,.0f}{r['probed_tokens']:>14,.0f}"
+              f"{r['step_seconds']:>8.0f}")
 
 
 def plot(summary: dict[str, Any], results: dict[str, list[dict[str, Any]]], path: Path) -> None:
