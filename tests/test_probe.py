@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -196,3 +197,33 @@ def test_a_run_with_the_probe_logs_it_and_resumes_its_count(tmp_path):
     trainer.parts.drawer.load_state_dict(state)
     assert trainer.parts.drawer.probe.tokens == rows[-1]["tokens_probed_cumulative"]
     AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def _scored(items, passes: float, group_size: int = 8):
+    """Each item's group: the first round(passes * G) completions right."""
+    from proctor.envs import Verdict
+    from proctor.trainer.records import Scored
+    from proctor.trainer.rollout import Rollout
+
+    right = round(passes * group_size)
+    flat = [it for it in items for _ in range(group_size)]
+    rollouts = [Rollout((1,), (2, 3), (0.0, 0.0), "x", "stop") for _ in flat]
+    verdicts = [Verdict(reward=float(j < right), parts={}, correct=j < right)
+                for _ in items for j in range(group_size)]
+    return Scored(flat, rollouts, verdicts)
+
+
+@pytest.mark.parametrize("passes, warns", [(0.25, False), (1.0, True), (0.0, True)])
+def test_a_probe_whose_predictions_miss_the_pass_rates_is_named(passes, warns):
+    """Predictions of 0.1 to 0.3 against groups that pass a quarter of the time: calibrated; all or none: warned."""
+    from proctor.trainer.sampling import ProbeCalibrationWarning
+
+    drawer = _drawer(explore=0.01, band=(0.1, 0.3))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(30):
+            drawer.observe(_scored(drawer.draw(8), passes), 8, step)
+    named = [w for w in caught if issubclass(w.category, ProbeCalibrationWarning)]
+    assert len(named) == (1 if warns else 0)          # once
+    if warns:
+        assert "data.answer_template" in str(named[0].message)

@@ -10,6 +10,7 @@ in a thread while the next one generates. Both take what they need as arguments.
 from __future__ import annotations
 
 import random
+import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional, Sequence
@@ -29,6 +30,10 @@ from .rollout import Generator, Rollout, SamplingParams
 ScoreFn = Callable[[list[SuiteItem], list[str]], list[Verdict]]
 # (items, rollouts, verdicts, score) → (rollouts, verdicts, turns): later turns of multi-turn envs
 MoreTurns = Callable[[list[SuiteItem], list[Rollout], list[Verdict], Callable], tuple[list, list, int]]
+
+
+class ProbeCalibrationWarning(UserWarning):
+    """The answer probe's predictions disagree with the pass rates the groups then had."""
 
 
 class EpochOrder:
@@ -113,6 +118,9 @@ class PromptDrawer:
         self.probed: list[float] = []              # predicted pass rates of the prompts kept since the report
         self.probe_counts = [0, 0, 0]              # candidates probed, in band, forced in, since the report
         self.probe_tokens_reported = 0
+        self.predicted: dict[tuple[str, str], float] = {}   # (env, task id) → the probe's rate at its draw
+        self.calibration = [0.0, 0.0, 0]           # predicted, observed pass rates summed, over groups
+        self.miscalibrated = False                 # warned once
 
     def draw(self, n: int, probe: bool = True) -> list[SuiteItem]:
         """n tasks; prompts predicted zero-signal are skipped (at most 50 n tries, then taken).
@@ -170,6 +178,7 @@ class PromptDrawer:
             self.weights[(item.env, item.task.id)] = pool[index][1] * weight
             if rates[index] is not None:
                 self.probed.append(rates[index])
+                self.predicted[(item.env, item.task.id)] = rates[index]
             out.append(item)
         return out
 
@@ -193,9 +202,32 @@ class PromptDrawer:
             self.env_rates.update(item.env, correct, step)
             if self.frontier is not None:
                 self.frontier.observe(item.env, item.task, correct, step)
+            predicted = self.predicted.pop((item.env, item.task.id), None)
+            if predicted is not None and correct:
+                self.calibration = [self.calibration[0] + predicted,
+                                    self.calibration[1] + sum(correct) / len(correct), self.calibration[2] + 1]
+        self._check_calibration()
         lens = [sum(r.learned()) for r in scored.rollouts]
         if lens:
             self.recent_lengths = (self.recent_lengths + [sum(lens) / len(lens)])[-5:]
+
+    def _check_calibration(self, min_groups: int = 100) -> None:
+        """Warn once when the probe's predictions and the groups' pass rates part by more than 2x
+        (and 5 points): the reference reply is not how the policy answers, or not what the
+        verifier accepts, and the band no longer means what it says."""
+        predicted, observed, groups = self.calibration
+        if self.miscalibrated or groups < min_groups:
+            return
+        low, high = sorted((predicted, observed))
+        if high <= 2 * low + 0.05 * groups:
+            return
+        self.miscalibrated = True
+        why = ("the policy mostly answers in another form than the reference reply" if observed > predicted
+               else "the verifier rejects much of what the reference reply says")
+        warnings.warn(f"data.answer_probe: the {groups} prompts it kept were predicted to pass {predicted / groups:.0%} "
+                      f"of the time and passed {observed / groups:.0%}: {why}, so the band selects on noise. Set "
+                      "data.answer_template to the reply the policy writes and the verifier accepts (the probe scores "
+                      "it followed by EOS), or turn data.answer_probe off.", ProbeCalibrationWarning, stacklevel=2)
 
     def report(self) -> dict[str, float]:
         """The frontier's and the answer probe's values since the last report (the step row)."""
@@ -370,4 +402,4 @@ def groups_with_signal(scored: Scored, group_size: int) -> list[bool]:
     return keep
 
 
-__all__ = ["EpochOrder", "InfraGuard", "PromptDrawer", "PromptLimit", "RolloutRunner", "groups_with_signal"]
+__all__ = ["EpochOrder", "InfraGuard", "ProbeCalibrationWarning", "PromptDrawer", "PromptLimit", "RolloutRunner", "groups_with_signal"]
