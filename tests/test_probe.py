@@ -227,3 +227,55 @@ def test_a_probe_whose_predictions_miss_the_pass_rates_is_named(passes, warns):
     assert len(named) == (1 if warns else 0)          # once
     if warns:
         assert "data.answer_template" in str(named[0].message)
+
+
+# ------------------------------------------------------------------ proctor envs check --probe-model
+def test_agreement_needs_correlation_calibration_and_spread():
+    from proctor.trainer.probe import agreement_problem
+
+    observed = [0.0, 0.1, 0.2, 0.5, 0.9, 0.0, 0.3]
+    assert agreement_problem([0.01, 0.08, 0.25, 0.45, 0.8, 0.02, 0.3], observed) is None
+    assert "barely track" in agreement_problem(list(reversed(observed)), observed)
+    assert "predicts" in agreement_problem([p / 4 for p in observed], observed)       # right order, 4x too low
+    assert "no spread" in agreement_problem([0.0] * 7, [0.0] * 7)
+
+
+@pytest.mark.parametrize("scramble, exit_code", [(False, 0), (True, 1)])
+def test_envs_check_measures_whether_the_probe_predicts_a_models_pass_rate(monkeypatch, scramble, exit_code):
+    from typer.testing import CliRunner
+
+    from proctor.cli import envs_cmd
+    from proctor.cli.app import app
+
+    def fake(model, template):   # a 'model' passing low-work questions; the probe sees it, or sees noise
+        def rates(env, tasks):
+            observed = [max(0.0, 0.8 - 0.3 * t.data["work"]) for t in tasks]
+            predicted = [o * 0.9 for o in observed]
+            return (list(np.random.default_rng(0).permutation(predicted)) if scramble else predicted), observed
+        return rates
+
+    monkeypatch.setattr(envs_cmd, "_probe_rates", fake)
+    kwargs = '{"level": 1, "numbers": [0, 50], "n": 200, "prompt_template": "What is {expr}?"}'
+    result = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["envs", "check", "proctor/Arithmetic-v0", "--kwargs", kwargs,
+                                                            "--probe-model", "fake", "--probe-tasks", "100"])
+    assert result.exit_code == exit_code, result.output
+    assert "answer probe against fake" in result.output
+    if exit_code:
+        assert "barely track" in result.output and "--answer-template" in result.output
+
+
+def test_envs_check_probes_a_real_model_end_to_end():
+    """The untrained tiny model passes nothing: the check runs the probe and the sampler and says
+    there is no spread to predict."""
+    from typer.testing import CliRunner
+
+    from proctor.cli.app import app
+
+    kwargs = '{"level": 1, "numbers": [0, 50], "n": 50, "prompt_template": "What is {expr}?"}'
+    result = CliRunner(env={"COLUMNS": "400"}).invoke(app, ["envs", "check", "proctor/Arithmetic-v0", "--kwargs", kwargs,
+                                                            "--probe-model", "tiny:0", "--probe-tasks", "3"])
+    assert result.exit_code == 1, result.output
+    assert "answer probe against tiny:0" in result.output and "no spread to predict" in result.output
+    bad = CliRunner().invoke(app, ["envs", "check", "proctor/Arithmetic-v0", "--kwargs", kwargs,
+                                   "--probe-model", "tiny:0", "--answer-template", "{reply}"])
+    assert bad.exit_code != 0 and "--answer-template must contain {answer}" in bad.output

@@ -101,4 +101,26 @@ def answer_reference(template: str) -> Callable[[SuiteItem], Optional[str]]:
     return reference
 
 
-__all__ = ["AnswerProbe", "answer_reference", "signal_chance"]
+def agreement_problem(predicted: Sequence[float], observed: Sequence[float], min_r: float = 0.5) -> Optional[str]:
+    """Whether the probe's predictions track a model's sampled pass rates, task by task: None when
+    their correlation is at least ``min_r`` and their means are within 2x (and 5 points) of each
+    other, else what is wrong (``proctor envs check --probe-model``)."""
+    import numpy as np
+
+    pred, obs = np.asarray(predicted, dtype=float), np.asarray(observed, dtype=float)
+    if len(pred) < 2 or obs.std() == 0 or pred.std() == 0:
+        return (f"no spread to predict: over {len(obs)} tasks the model passed {obs.mean():.0%} and the probe "
+                f"predicted {pred.mean():.1%} on average, alike for every task; measure with a model that "
+                "passes some tasks and not others")
+    r = float(np.corrcoef(pred, obs)[0, 1])
+    low, high = sorted((pred.mean(), obs.mean()))
+    if r < min_r:
+        return (f"the probe's predictions barely track the sampled pass rates (r = {r:.2f} < {min_r} over "
+                f"{len(obs)} tasks): the reference reply is not how this model answers")
+    if high > 2 * low + 0.05:
+        return (f"the probe predicts {pred.mean():.1%} on average and the model passes {obs.mean():.1%}: "
+                "the reference reply is not how this model answers, or not what the verifier accepts")
+    return None
+
+
+__all__ = ["AnswerProbe", "agreement_problem", "answer_reference", "signal_chance"]

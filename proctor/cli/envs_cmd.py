@@ -67,9 +67,16 @@ def check(
         "--difficulty-model", help="Also measure this model's pass rate per difficulty level (a path, hub id or "
         "tiny:STEPS) and fail a knob that does not change it.")] = None,
     per_level: Annotated[int, typer.Option(help="Tasks sampled per level with --difficulty-model.")] = 64,
+    probe_model: Annotated[Optional[str], typer.Option(
+        "--probe-model", help="Also check that the answer probe (data.answer_probe) predicts this model's pass "
+        "rate task by task (a path, hub id or tiny:STEPS).")] = None,
+    probe_tasks: Annotated[int, typer.Option(help="Tasks with --probe-model, each sampled 8 times.")] = 64,
+    answer_template: Annotated[str, typer.Option(help="The reply the probe scores (data.answer_template).")
+                               ] = "{answer}",
 ) -> None:
     """Check an env against the contract: API, determinism, reward range, a right answer, odd input,
-    and a declared difficulty knob (with --difficulty-model: that it changes a model's pass rate)."""
+    a declared difficulty knob (with --difficulty-model: that it changes a model's pass rate), and
+    (with --probe-model) that the answer probe predicts a model's pass rate."""
     from proctor.envs import Problem, check_env
 
     env = load_env(target, _kwargs(kwargs))
@@ -80,6 +87,14 @@ def check(
             name = f"the difficulty knob changes {difficulty_model}'s pass rate"
             if problem:
                 report.problems.append(Problem(name, problem, "make higher levels harder tasks"))
+            else:
+                report.passed.append(name)
+        if probe_model is not None:
+            problem = _probe_agreement(env, probe_model, probe_tasks, answer_template)
+            name = f"the answer probe predicts {probe_model}'s pass rate"
+            if problem:
+                report.problems.append(Problem(name, problem, "set --answer-template (data.answer_template) to the "
+                                               "reply the model writes, or leave data.answer_probe off"))
             else:
                 report.passed.append(name)
     finally:
@@ -114,6 +129,75 @@ def _knob_effect(env: Any, model: str, per_level: int) -> Optional[str]:
         table.add_row(str(r.level), r.label, str(r.tasks), str(r.samples), "-" if not r.samples else f"{r.rate:.3f}")
     console.print(table)
     return knob_effect_problem(rates)
+
+
+def _probe_agreement(env: Any, model: str, n_tasks: int, template: str) -> Optional[str]:
+    """The probe's prediction against 8 sampled completions' pass rate, per task (summarised in a
+    table); a problem, or None."""
+    import numpy as np
+
+    from proctor.trainer.probe import agreement_problem
+
+    try:
+        template.format(answer="1")
+    except (KeyError, IndexError, ValueError):
+        raise typer.BadParameter(f"--answer-template must contain {{answer}} and no other field (got {template!r})")
+    tasks = [env.source[i] for i in range(min(n_tasks, len(env.source)))]
+    if not tasks or all(t.answer is None for t in tasks):
+        return "the env's tasks carry no answer: the probe has no reference reply to score"
+    tasks = [t for t in tasks if t.answer is not None]
+    predicted, observed = _probe_rates(model, template)(env, tasks)
+    pred, obs = np.asarray(predicted), np.asarray(observed)
+    table = Table(title=f"answer probe against {model} ({len(tasks)} tasks, 8 samples each, temperature 1)")
+    for column in ("predicted pass rate", "tasks", "sampled pass rate"):
+        table.add_column(column)
+    for lo, hi in ((0.0, 0.05), (0.05, 0.35), (0.35, 0.65), (0.65, 1.01)):
+        inside = (pred >= lo) & (pred < hi)
+        table.add_row(f"{lo:.2f}-{min(hi, 1.0):.2f}", str(int(inside.sum())),
+                      f"{obs[inside].mean():.3f}" if inside.any() else "-")
+    if len(pred) > 1 and pred.std() > 0 and obs.std() > 0:
+        table.caption = (f"r = {np.corrcoef(pred, obs)[0, 1]:.2f}; mean predicted {pred.mean():.3f}, "
+                         f"mean sampled {obs.mean():.3f}")
+    console.print(table)
+    return agreement_problem(predicted, observed)
+
+
+def _probe_rates(model: str, template: str):  # noqa: ANN202 - (env, tasks) → (predicted, observed)
+    """Per task: the probe's predicted pass rate and the pass rate of 8 completions sampled at
+    temperature 1, from the same model through the trainer's prompt tokenisation."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from proctor.envs import EnvSuite, SuiteItem
+    from proctor.trainer.build import resolve_model_path
+    from proctor.trainer.probe import AnswerProbe, answer_reference
+    from proctor.trainer.rollout.hf import TransformersGenerator
+    from proctor.trainer.run import tokenize
+    from proctor.trainer.sampling_params import SamplingParams
+
+    path = resolve_model_path(model)
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    lm = AutoModelForCausalLM.from_pretrained(path).eval()
+    generator = TransformersGenerator(lm, tok)
+    torch.manual_seed(0)
+
+    def rates(env: Any, tasks: list[Any]) -> tuple[list[float], list[float]]:
+        suite = EnvSuite({"env": env})
+        items = [SuiteItem("env", t) for t in tasks]
+        prompt_ids = lambda item: tokenize(suite, tok, item)  # noqa: E731
+        probe = AnswerProbe(lm, tok, prompt_ids, answer_reference(template), temperature=1.0)
+        predicted = [float(p) for p in probe.pass_rates(items)]
+        groups = generator.generate([prompt_ids(it) for it in items],
+                                    SamplingParams(n=8, temperature=1.0, max_new_tokens=64, seed=0))
+        observed = []
+        for task, group in zip(tasks, groups):
+            verdicts = env.score_batch([task] * len(group), [r.text for r in group])
+            observed.append(sum(v.scored and v.correct for v in verdicts) / len(group))
+        return predicted, observed
+
+    return rates
 
 
 def _model_completer(model: str):  # noqa: ANN202 - (env, tasks) → completions
