@@ -134,14 +134,14 @@ def test_the_drawer_weights_undo_the_selection_in_expectation():
 def test_with_nothing_in_band_the_drawer_takes_the_nearest():
     drawer = _drawer(band=(0.995, 1.0), pool=8)
     drawn = [int(it.task.answer) for it in drawer.draw(4)]
-    assert drawn == sorted(drawer.probe.seen, reverse=True)[:4]     # the 4 highest of 32 candidates
+    assert drawn == sorted(drawer.probing.probe.seen, reverse=True)[:4]     # the 4 highest of 32 candidates
     assert drawer.report()["probe_topped_up"] == 4
 
 
 def test_a_dropped_prompts_replacement_is_not_probed():
     drawer = _drawer()
     drawer.draw(3, probe=False)
-    assert drawer.probe.tokens == 0
+    assert drawer.probing.probe.tokens == 0
 
 
 # ------------------------------------------------------------------ config and bad input
@@ -193,9 +193,9 @@ def test_a_run_with_the_probe_logs_it_and_resumes_its_count(tmp_path):
     probed = f"{rows[-1]['tokens_probed_cumulative']:,}"
     assert re.search(rf"read by the answer probe \(forward only\) │ +{probed} │", console.export_text())
     state = trainer.parts.drawer.state_dict()
-    trainer.parts.drawer.probe.tokens = 0
+    trainer.parts.drawer.probing.probe.tokens = 0
     trainer.parts.drawer.load_state_dict(state)
-    assert trainer.parts.drawer.probe.tokens == rows[-1]["tokens_probed_cumulative"]
+    assert trainer.parts.drawer.probing.probe.tokens == rows[-1]["tokens_probed_cumulative"]
     AcceleratorState._reset_state(reset_partial_state=True)
 
 
@@ -216,7 +216,7 @@ def _scored(items, passes: float, group_size: int = 8):
 @pytest.mark.parametrize("passes, warns", [(0.25, False), (1.0, True), (0.0, True)])
 def test_a_probe_whose_predictions_miss_the_pass_rates_is_named(passes, warns):
     """Predictions of 0.1 to 0.3 against groups that pass a quarter of the time: calibrated; all or none: warned."""
-    from proctor.trainer.sampling import ProbeCalibrationWarning
+    from proctor.trainer.probe_selection import ProbeCalibrationWarning
 
     drawer = _drawer(explore=0.01, band=(0.1, 0.3))
     with warnings.catch_warnings(record=True) as caught:

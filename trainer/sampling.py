@@ -10,7 +10,6 @@ in a thread while the next one generates. Both take what they need as arguments.
 from __future__ import annotations
 
 import random
-import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional, Sequence
@@ -22,7 +21,7 @@ from proctor.envs.core.splits import question_key
 
 from .metrics import Stopwatch
 from .passrate import PassRateMemory
-from .probe import AnswerProbe, signal_chance
+from .probe_selection import PassRateProbe, ProbeSelection
 from .records import Scored
 from .selection import Frontier, SelectionRules, prior_from
 from .rollout import Generator, Rollout, SamplingParams
@@ -30,10 +29,6 @@ from .rollout import Generator, Rollout, SamplingParams
 ScoreFn = Callable[[list[SuiteItem], list[str]], list[Verdict]]
 # (items, rollouts, verdicts, score) → (rollouts, verdicts, turns): later turns of multi-turn envs
 MoreTurns = Callable[[list[SuiteItem], list[Rollout], list[Verdict], Callable], tuple[list, list, int]]
-
-
-class ProbeCalibrationWarning(UserWarning):
-    """The answer probe's predictions disagree with the pass rates the groups then had."""
 
 
 class EpochOrder:
@@ -100,7 +95,7 @@ class PromptDrawer:
     def __init__(self, sample: Callable[[int, np.random.Generator], list[SuiteItem]], seed: int,
                  memory: PassRateMemory, rules: SelectionRules, default_tokens: int,
                  epochs: Optional[EpochOrder] = None, frontier: Optional[Frontier] = None,
-                 probe: Optional[AnswerProbe] = None) -> None:
+                 probe: Optional[PassRateProbe] = None) -> None:
         self.sample = epochs.sample if epochs is not None else sample
         self.epochs = epochs
         self.rng = random.Random(seed)
@@ -114,18 +109,13 @@ class PromptDrawer:
         # (env, task id) → P_uniform / P_selected at the prompt's last draw (skip_reweight)
         self.weights: dict[tuple[str, str], float] = {}
         self.recent_lengths: list[float] = []      # mean completion length of the last 5 steps
-        self.probe = probe
-        self.probed: list[float] = []              # predicted pass rates of the prompts kept since the report
-        self.probe_counts = [0, 0, 0]              # candidates probed, in band, forced in, since the report
-        self.probe_tokens_reported = 0
-        self.predicted: dict[tuple[str, str], float] = {}   # (env, task id) → the probe's rate at its draw
-        self.calibration = [0.0, 0.0, 0]           # predicted, observed pass rates summed, over groups
-        self.miscalibrated = False                 # warned once
+        self.probing = (ProbeSelection(probe, rules.band, rules.explore, rules.group_size)
+                      if probe is not None and rules.band is not None else None)
 
     def draw(self, n: int, probe: bool = True) -> list[SuiteItem]:
         """n tasks; prompts predicted zero-signal are skipped (at most 50 n tries, then taken).
         With an answer probe (unless ``probe`` is False) a pool of candidates is probed in one pass."""
-        if self.probe is not None and probe:
+        if self.probing is not None and probe:
             return self._draw_probed(n)
         items: list[SuiteItem] = []
         tries = 0
@@ -151,34 +141,12 @@ class PromptDrawer:
 
     def _draw_probed(self, n: int) -> list[SuiteItem]:
         """``probe_pool`` x n candidates, probed in one forward pass (one per call, so data-parallel
-        processes stay in step). Each slot takes, with probability ``explore``, a random candidate
-        predicted outside the band (so the probe's misses can still be learned from), else the next
-        one inside it; when none is left inside, the one outside nearest the band. A candidate's
-        weight is P_uniform / P_selected within the pool."""
-        assert self.probe is not None and self.rules.band is not None
-        lo, hi = self.rules.band
+        processes stay in step); ``ProbeSelection`` fills the slots."""
+        assert self.probing is not None
         pool = [self._candidate() for _ in range(self.rules.probe_pool * n)]
-        rates = self.probe.pass_rates([item for item, _ in pool])
-        inside = [i for i, p in enumerate(rates) if p is None or lo <= p <= hi]
-        outside = sorted((i for i, p in enumerate(rates) if not (p is None or lo <= p <= hi)),
-                         key=lambda i: max(lo - rates[i], rates[i] - hi))
-        share_in, share_out = len(inside) / len(pool), len(outside) / len(pool)
-        explore = self.rules.explore if inside and outside else (1.0 if outside else 0.0)
-        self.probe_counts[0] += sum(p is not None for p in rates)
-        self.probe_counts[1] += sum(p is not None for p in rates) - len(outside)
         out = []
-        for _ in range(n):
-            if outside and (not inside or self.rng.random() < explore):
-                j = self.rng.randrange(len(outside)) if inside else 0   # a top-up takes the nearest
-                index, weight = outside.pop(j), share_out / explore if inside else 1.0
-                self.probe_counts[2] += not inside
-            else:
-                index, weight = inside.pop(0), share_in / (1.0 - explore)
-            item = pool[index][0]
-            self.weights[(item.env, item.task.id)] = pool[index][1] * weight
-            if rates[index] is not None:
-                self.probed.append(rates[index])
-                self.predicted[(item.env, item.task.id)] = rates[index]
+        for item, weight in self.probing.choose(pool, n, self.rng):
+            self.weights[(item.env, item.task.id)] = weight
             out.append(item)
         return out
 
@@ -202,46 +170,19 @@ class PromptDrawer:
             self.env_rates.update(item.env, correct, step)
             if self.frontier is not None:
                 self.frontier.observe(item.env, item.task, correct, step)
-            predicted = self.predicted.pop((item.env, item.task.id), None)
-            if predicted is not None and correct:
-                self.calibration = [self.calibration[0] + predicted,
-                                    self.calibration[1] + sum(correct) / len(correct), self.calibration[2] + 1]
-        self._check_calibration()
+            if self.probing is not None:
+                self.probing.observe(item, correct)
+        if self.probing is not None:
+            self.probing.check_calibration()
         lens = [sum(r.learned()) for r in scored.rollouts]
         if lens:
             self.recent_lengths = (self.recent_lengths + [sum(lens) / len(lens)])[-5:]
 
-    def _check_calibration(self, min_groups: int = 100) -> None:
-        """Warn once when the probe's predictions and the groups' pass rates part by more than 2x
-        (and 5 points): the reference reply is not how the policy answers, or not what the
-        verifier accepts, and the band no longer means what it says."""
-        predicted, observed, groups = self.calibration
-        if self.miscalibrated or groups < min_groups:
-            return
-        low, high = sorted((predicted, observed))
-        if high <= 2 * low + 0.05 * groups:
-            return
-        self.miscalibrated = True
-        why = ("the policy mostly answers in another form than the reference reply" if observed > predicted
-               else "the verifier rejects much of what the reference reply says")
-        warnings.warn(f"data.answer_probe: the {groups} prompts it kept were predicted to pass {predicted / groups:.0%} "
-                      f"of the time and passed {observed / groups:.0%}: {why}, so the band selects on noise. Set "
-                      "data.answer_template to the reply the policy writes and the verifier accepts (the probe scores "
-                      "it followed by EOS), or turn data.answer_probe off.", ProbeCalibrationWarning, stacklevel=2)
-
     def report(self) -> dict[str, float]:
         """The frontier's and the answer probe's values since the last report (the step row)."""
         out = self.frontier.report() if self.frontier is not None else {}
-        if self.probe is not None:
-            probed, in_band, forced = self.probe_counts
-            out.update(tokens_probed=self.probe.tokens - self.probe_tokens_reported,
-                       tokens_probed_cumulative=self.probe.tokens,
-                       probe_in_band_frac=in_band / probed if probed else 0.0, probe_topped_up=forced)
-            if self.probed:   # what the probe expected of the prompts it kept: compare pass_rate, zero_signal_frac
-                out["probe_predicted_pass"] = float(np.mean(self.probed))
-                out["probe_predicted_signal"] = float(np.mean([signal_chance(p, self.rules.group_size)
-                                                               for p in self.probed]))
-            self.probed, self.probe_counts, self.probe_tokens_reported = [], [0, 0, 0], self.probe.tokens
+        if self.probing is not None:
+            out.update(self.probing.report())
         return out
 
     def expected_tokens(self) -> int:
@@ -257,7 +198,7 @@ class PromptDrawer:
                 "recent_lengths": list(self.recent_lengths),
                 "frontier": self.frontier.state_dict() if self.frontier is not None else None,
                 "env_rates": self.env_rates.records_state(),
-                "probe_tokens": self.probe.tokens if self.probe is not None else 0}
+                "probe": self.probing.state_dict() if self.probing is not None else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.setstate(state["rng"])
@@ -271,8 +212,8 @@ class PromptDrawer:
         self.env_rates.load_records(state.get("env_rates", {}))
         if self.frontier is not None and state.get("frontier"):
             self.frontier.load_state_dict(state["frontier"])
-        if self.probe is not None:
-            self.probe.tokens = self.probe_tokens_reported = state.get("probe_tokens", 0)
+        if self.probing is not None and state.get("probe"):
+            self.probing.load_state_dict(state["probe"])
 
 
 @dataclass(frozen=True)
@@ -402,4 +343,4 @@ def groups_with_signal(scored: Scored, group_size: int) -> list[bool]:
     return keep
 
 
-__all__ = ["EpochOrder", "InfraGuard", "ProbeCalibrationWarning", "PromptDrawer", "PromptLimit", "RolloutRunner", "groups_with_signal"]
+__all__ = ["EpochOrder", "InfraGuard", "PromptDrawer", "PromptLimit", "RolloutRunner", "groups_with_signal"]
