@@ -2,19 +2,17 @@
 
 Every arm is the main job (``examples/train/arithmetic_tiny.yaml``: the tiny model, procedural
 arithmetic, held-out eval on questions disjoint from training by their canonical form) with
-the prompt selection changed. The first five sample B = 8 prompts x G = 8 completions per step
-(the batch at which uniform sampling learns); Proctor's default picks fewer prompts per step,
-so ``uniform-small`` is uniform sampling at the default's batch, the control that tells what the
-selection adds beyond the smaller batch:
+the prompt selection changed, at B = 8 prompts x G = 8 completions per step, except the two
+``-small`` arms, which ask whether fewer prompts per step (B = 4) buy the same for half the tokens:
 
     uniform        prompts drawn uniformly, every group kept (the baseline)
     dapo           DAPO dynamic sampling: zero-signal groups dropped after they are paid for, redrawn
     skip           pre-rollout skipping from each prompt's own record (GRESO's rule: its last group
                    taught nothing; or the posterior predicts so), drawn anyway 10% of the time
     adaptive       the difficulty frontier: levels whose predicted pass rate is in the target band
-    probe          the answer probe (the default's selection) at B = 8, G = 8
-    uniform-small  uniform sampling at the default's B and G
-    default        the main job's own settings, unchanged (Proctor's default)
+    probe-small    the default's selection (the answer probe) at B = 4
+    uniform-small  uniform sampling at B = 4 (the control: what the smaller batch does alone)
+    default        the main job's own settings, unchanged (Proctor's default: the answer probe)
 
 Printed per arm (mean over seeds): the final held-out score (pass@1 of samples at the
 training temperature, from 4 per question: the expected reward on unseen questions), the rollout tokens
@@ -66,8 +64,8 @@ ARMS: dict[str, dict[str, dict[str, Any]]] = {
     "skip": merged(OFF, BATCH8, {"data": {"skip_predicted_zero_signal": True, "skip_after": 1,
                                           "skip_threshold": 0.8}}),
     "adaptive": merged(OFF, BATCH8, {"data": {"target_pass_rate": [0.2, 0.8]}}),
-    "probe": dict(BATCH8),
-    "uniform-small": dict(OFF),
+    "probe-small": {"data": {"prompts_per_step": 4}},
+    "uniform-small": merged(OFF, {"data": {"prompts_per_step": 4}}),
     "default": {},
 }
 
