@@ -186,7 +186,7 @@ def test_a_run_with_the_probe_logs_it_and_resumes_its_count(tmp_path):
                           AutoTokenizer.from_pretrained(path))
     rows = trainer.train()
     assert trainer.parts.drawer.frontier is None        # difficulty_envs: [] leaves the band to the probe
-    assert all(r["tokens_probed"] > 0 for r in rows)
+    assert all(r["tokens_probed"] > 0 and r["time_select_s"] > 0 for r in rows)   # its time is the step's select
     assert rows[-1]["tokens_probed_cumulative"] == sum(r["tokens_probed"] for r in rows)
     console = Console(record=True, width=140)
     console.print(ledger_table(rows))

@@ -122,7 +122,9 @@ class GRPOTrainer:
             scored, lags = self.pipeline.take(step - 1, watch)
         else:
             prompts = self.cfg.data.prompts_per_step * self.cfg.optim.steps_per_generation
-            scored = self.rollout(self.draw_prompts(prompts), watch)
+            with watch.section("select"):   # drawing, and the answer probe's forward pass when on
+                items = self.draw_prompts(prompts)
+            scored = self.rollout(items, watch)
         self.parts.drawer.observe(scored, self.cfg.rollout.group_size, step)
         return scored, lags
 
@@ -137,7 +139,8 @@ class GRPOTrainer:
             missing = d.prompts_per_step * self.cfg.optim.steps_per_generation - sum(keep)
             if missing == 0:
                 break
-            more = self.draw_prompts(missing)
+            with watch.section("select"):
+                more = self.draw_prompts(missing)
             fresh = (self.pipeline.run(lambda: self.rollout(more, watch)) if self.pipeline is not None
                      else self.rollout(more, watch))
             self.parts.drawer.observe(fresh, g, step)

@@ -123,7 +123,9 @@ class PPOTrainer:
     def step(self, step: int) -> dict[str, Any]:
         watch, t_step = Stopwatch(), time.perf_counter()
         # 1. rollouts: B prompts, n completions each, scored
-        scored = self.parts.rollouts(self.parts.drawer.draw(self.cfg.data.prompts_per_step), watch)
+        with watch.section("select"):   # drawing, and the answer probe's forward pass when on
+            items = self.parts.drawer.draw(self.cfg.data.prompts_per_step)
+        scored = self.parts.rollouts(items, watch)
         self.parts.drawer.observe(scored, self.cfg.rollout.group_size, step)
         if self.infra.blocks(scored, step):   # the machinery failed: no update on a batch it could not judge
             learn = LearnStats.not_taken().as_dict() | {"skipped_infra": 1}
