@@ -20,6 +20,7 @@ from proctor.trainer.probe import AnswerProbe, answer_reference, signal_chance
 from proctor.trainer.run import build_probe, selection_rules, tokenize
 from proctor.trainer.sampling import PromptDrawer
 from proctor.trainer.selection import SelectionRules
+from tiny_runs import arithmetic_trainer
 
 
 def _probe(model, tok, temperature=1.0, template="{answer}"):
@@ -170,33 +171,21 @@ def test_the_probe_on_envs_without_answers_is_refused(model_and_tokenizer):
 
 
 def test_a_run_with_the_probe_logs_it_and_resumes_its_count(tmp_path):
-    from accelerate.state import AcceleratorState
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from proctor.tiny_model import tiny_model_path
-    from proctor.trainer.grpo import GRPOTrainer
-
-    AcceleratorState._reset_state(reset_partial_state=True)
-    path = tiny_model_path(pretrain_steps=0)
-    env = make_env("proctor/Arithmetic-v0", level=1, numbers=[0, 50], n=200, prompt_template="What is {expr}?")
-    config = GRPOConfig.from_flat(model=str(path), prompts_per_step=4, group_size=4, max_new_tokens=4, max_steps=2,
-                                  micro_batch_size=16, output_dir=str(tmp_path / "run"), target_pass_rate=[0.2, 0.8],
-                                  answer_probe=True, difficulty_envs=[], probe_pool=2)
-    trainer = GRPOTrainer(config, EnvSuite({"arith": env}), AutoModelForCausalLM.from_pretrained(path),
-                          AutoTokenizer.from_pretrained(path))
-    rows = trainer.train()
-    assert trainer.parts.drawer.frontier is None        # difficulty_envs: [] leaves the band to the probe
+    with arithmetic_trainer(tmp_path, target_pass_rate=[0.2, 0.8], answer_probe=True, difficulty_envs=[],
+                            probe_pool=2) as trainer:
+        rows = trainer.train()
+    drawer = trainer.parts.drawer
+    assert drawer.frontier is None                      # difficulty_envs: [] leaves the band to the probe
     assert all(r["tokens_probed"] > 0 and r["time_select_s"] > 0 for r in rows)   # its time is the step's select
     assert rows[-1]["tokens_probed_cumulative"] == sum(r["tokens_probed"] for r in rows)
     console = Console(record=True, width=140)
     console.print(ledger_table(rows))
     probed = f"{rows[-1]['tokens_probed_cumulative']:,}"
     assert re.search(rf"read by the answer probe \(forward only\) │ +{probed} │", console.export_text())
-    state = trainer.parts.drawer.state_dict()
-    trainer.parts.drawer.probing.probe.tokens = 0
-    trainer.parts.drawer.load_state_dict(state)
-    assert trainer.parts.drawer.probing.probe.tokens == rows[-1]["tokens_probed_cumulative"]
-    AcceleratorState._reset_state(reset_partial_state=True)
+    state = drawer.state_dict()
+    drawer.probing.probe.tokens = 0
+    drawer.load_state_dict(state)
+    assert drawer.probing.probe.tokens == rows[-1]["tokens_probed_cumulative"]
 
 
 def _scored(items, passes: float, group_size: int = 8):

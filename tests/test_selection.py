@@ -12,6 +12,7 @@ from proctor.trainer.passrate import PassRateMemory
 from proctor.trainer.run import build_frontier, selection_rules
 from proctor.trainer.sampling import PromptDrawer
 from proctor.trainer.selection import Frontier, SelectionRules
+from tiny_runs import arithmetic_trainer
 
 KNOB = DifficultyKnob("size", key="size", edges=(1, 2, 3))
 
@@ -263,21 +264,9 @@ def test_envs_check_measures_whether_the_knob_changes_a_models_pass_rate(monkeyp
 
 
 def test_a_run_at_the_frontier_logs_it_and_resumes_its_memories(tmp_path):
-    from accelerate.state import AcceleratorState
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from proctor.tiny_model import tiny_model_path
-    from proctor.trainer.grpo import GRPOTrainer
-
-    AcceleratorState._reset_state(reset_partial_state=True)
-    path = tiny_model_path(pretrain_steps=0)
-    env = make_env("proctor/Arithmetic-v0", level=1, numbers=[0, 50], n=200, prompt_template="What is {expr}?")
-    config = GRPOConfig.from_flat(model=str(path), prompts_per_step=4, group_size=4, max_new_tokens=4, max_steps=2,
-                                  micro_batch_size=16, output_dir=str(tmp_path / "run"), target_pass_rate=[0.2, 0.8],
-                                  skip_predicted_zero_signal=True, skip_after=1)
-    trainer = GRPOTrainer(config, EnvSuite({"arith": env}), AutoModelForCausalLM.from_pretrained(path),
-                          AutoTokenizer.from_pretrained(path))
-    rows = trainer.train()
+    with arithmetic_trainer(tmp_path, target_pass_rate=[0.2, 0.8], skip_predicted_zero_signal=True,
+                            skip_after=1) as trainer:
+        rows = trainer.train()
     assert all(0 <= r["frontier_arith_level"] <= 3 for r in rows)
     assert "frontier_arith_predicted_pass" in rows[-1]        # the levels seen at step 1 have estimates
     drawer = trainer.parts.drawer
@@ -287,7 +276,6 @@ def test_a_run_at_the_frontier_logs_it_and_resumes_its_memories(tmp_path):
     drawer.frontier.memory.records, drawer.env_rates.records = {}, {}
     drawer.load_state_dict(state)
     assert drawer.frontier.memory.records == before
-    AcceleratorState._reset_state(reset_partial_state=True)
 
 
 def test_reasoning_gym_questions_carry_their_generator_parameters_for_a_knob():
