@@ -17,6 +17,7 @@ def _write_run(run_dir, steps=20):
     for s in range(1, steps + 1):
         rows.append({"step": s, "reward_mean": s / steps, "zero_signal_frac": 0.5, "tokens_generated": 100,
                      "tokens_learned": 60, "zero_signal_tokens": 40, "tokens_saved_by_skip": 10 * s,
+                     "tokens_probed_cumulative": 300 * s,
                      "peak_memory_bytes": 1000 + s, "time_step_s": 0.5, "memory_peak_gb": 1e-6})
     run_dir.mkdir(parents=True)
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -28,7 +29,7 @@ def test_report_sums_the_ledger_and_plots(tmp_path):
     assert rep.steps == 20 and rep.tokens_generated == 2000 and rep.tokens_learned == 1200
     assert rep.tokens_zero_signal == 800 and rep.tokens_saved_by_skip == 200 and rep.peak_memory_bytes == 1020
     assert rep.reward_first == pytest.approx(0.075) and rep.reward_last == pytest.approx(0.975)
-    assert rep.seconds == pytest.approx(10.0)
+    assert rep.seconds == pytest.approx(10.0) and rep.tokens_probed == 6000
     assert {p.name for p in rep.plots} >= {"reward.png", "signal.png", "tokens.png", "memory.png"}
 
 

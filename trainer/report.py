@@ -20,6 +20,7 @@ class RunReport:
     tokens_learned: int                # in rows the update weighed (non-zero advantage)
     tokens_zero_signal: int            # in groups that taught nothing, kept or dropped
     tokens_saved_by_skip: int          # an estimate: not generated
+    tokens_probed: int                 # read forward-only by the answer probe: not generated
     tokens_dropped: Optional[int]      # the ledger's other fates (None: a run written before it)
     tokens_unused: Optional[int]
     tokens_eval: Optional[int]
@@ -55,6 +56,7 @@ def build_report(run_dir: str | Path, plots: bool = True) -> RunReport:
         tokens_learned=total("tokens_learned"),
         tokens_zero_signal=total("zero_signal_tokens"),
         tokens_saved_by_skip=int(rows[-1].get("tokens_saved_by_skip") or 0),
+        tokens_probed=int(max((r.get("tokens_probed_cumulative") or 0 for r in rows), default=0)),
         tokens_dropped=ledger.get("tokens_dropped_cumulative"),
         tokens_unused=ledger.get("tokens_unused_cumulative"),
         tokens_eval=ledger.get("tokens_eval_cumulative"),

@@ -52,6 +52,7 @@ def report(
                          ("evaluation tokens", rep.tokens_eval),
                          ("every generated token", rep.tokens_all),
                          ("not generated: skipped prompts (estimate)", rep.tokens_saved_by_skip),
+                         ("not generated: read by the answer probe (forward only)", rep.tokens_probed),
                          ("peak memory (bytes)", rep.peak_memory_bytes),
                          ("training time (s)", rep.seconds)):
         table.add_row(label, _fmt(value))
