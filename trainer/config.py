@@ -387,14 +387,22 @@ def _probe_problems(d: DataConfig) -> list[str]:
     if d.skip_predicted_zero_signal:
         problems.append("data.answer_probe and data.skip_predicted_zero_signal both predict each prompt's pass "
                         "rate before rollout: choose one")
-    try:
-        d.answer_template.format(answer="42")
-        if "{answer}" not in d.answer_template:
-            raise KeyError("answer")
-    except (KeyError, IndexError, ValueError):
-        problems.append(f"data.answer_template must contain {{answer}} and no other field, the reply the probe "
-                        f"scores (e.g. '{{answer}}' or 'The answer is {{answer}}.'); got {d.answer_template!r}")
+    problem = answer_template_problem(d.answer_template)
+    if problem:
+        problems.append(f"data.answer_template {problem}")
     return problems
+
+
+def answer_template_problem(template: str) -> Optional[str]:
+    """What is wrong with an answer-probe template (None: nothing): it must hold {answer} and no other field."""
+    try:
+        template.format(answer="42")
+        if "{answer}" in template:
+            return None
+    except (KeyError, IndexError, ValueError):
+        pass
+    return (f"must contain {{answer}} and no other field, the reply the probe scores (e.g. '{{answer}}' or "
+            f"'The answer is {{answer}}.'); got {template!r}")
 
 
 def _sampling_problems(r: RolloutConfig) -> list[str]:

@@ -25,6 +25,10 @@ import torch
 
 from proctor.envs import SuiteItem
 
+from .batch import build_batch, token_logps
+from .rollout import Rollout
+from .rollout.base import stop_token_ids
+
 
 class AnswerProbe:
     """Predicted pass rates of prompts from the policy's probability of their reference reply.
@@ -41,8 +45,7 @@ class AnswerProbe:
         self.reference = reference
         self.temperature = temperature
         self.batch_size = batch_size
-        eos = tokenizer.eos_token_id
-        self.eos = [eos] if isinstance(eos, int) else list(eos or [])[:1]
+        self.eos = stop_token_ids(tokenizer)[:1]
         pad = tokenizer.pad_token_id
         self.pad = pad if pad is not None else (self.eos[0] if self.eos else 0)
         self.tokens = 0    # forward tokens scored so far (prompt + reference)
@@ -65,27 +68,19 @@ class AnswerProbe:
     @torch.no_grad()
     def sequence_logprobs(self, pairs: Sequence[tuple[list[int], list[int]]]) -> torch.Tensor:
         """Per (prompt ids, reply ids) pair: sum_t log p(reply_t | prompt, reply_<t) at the
-        temperature, the log-probability that a sample starts with exactly ``reply``; shape [n]."""
-        lengths = [len(p) + len(r) for p, r in pairs]
-        width = max(lengths)
-        ids = torch.full((len(pairs), width), self.pad, dtype=torch.long)         # [n, L] right-padded
-        mask = torch.zeros((len(pairs), width), dtype=torch.long)
-        target = torch.zeros((len(pairs), width), dtype=torch.bool)               # reference positions
-        for row, (prompt, ref) in enumerate(pairs):
-            ids[row, :lengths[row]] = torch.tensor(prompt + ref)
-            mask[row, :lengths[row]] = 1
-            target[row, len(prompt):lengths[row]] = True
-        self.tokens += sum(lengths)
+        temperature, the log-probability that a sample starts with exactly ``reply``; shape [n].
+        The learner's own path: the pairs as a ``TrainBatch``, scored by ``token_logps``."""
+        rows = [Rollout(tuple(prompt), tuple(reply), (0.0,) * len(reply), "", "stop") for prompt, reply in pairs]
         device = next(self.model.parameters()).device
+        batch = build_batch(rows, [0.0] * len(rows), [True] * len(rows), self.pad, device=device)
+        self.tokens += int(batch.attention_mask.sum())
         was_training = self.model.training
         self.model.eval()
         try:
-            logits = self.model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()  # [n, L, V]
+            logp, _ = token_logps(self.model, batch, self.temperature)        # [n, L-1]
         finally:
             self.model.train(was_training)
-        logp = torch.log_softmax(logits[:, :-1] / self.temperature, dim=-1)      # predicts positions 1..L-1
-        picked = logp.gather(-1, ids[:, 1:].to(device).unsqueeze(-1)).squeeze(-1)  # [n, L-1]
-        return (picked * target[:, 1:].to(device)).sum(-1).cpu()
+        return (logp * batch.mask).sum(-1).cpu()
 
 
 def signal_chance(p: float, group_size: int) -> float:

@@ -138,10 +138,11 @@ def _probe_agreement(env: Any, model: str, n_tasks: int, template: str) -> Optio
 
     from proctor.trainer.probe import agreement_problem
 
-    try:
-        template.format(answer="1")
-    except (KeyError, IndexError, ValueError):
-        raise typer.BadParameter(f"--answer-template must contain {{answer}} and no other field (got {template!r})")
+    from proctor.trainer.config import answer_template_problem
+
+    problem = answer_template_problem(template)
+    if problem:
+        raise typer.BadParameter(f"--answer-template {problem}")
     tasks = [env.source[i] for i in range(min(n_tasks, len(env.source)))]
     if not tasks or all(t.answer is None for t in tasks):
         return "the env's tasks carry no answer: the probe has no reference reply to score"
@@ -165,23 +166,12 @@ def _probe_agreement(env: Any, model: str, n_tasks: int, template: str) -> Optio
 def _probe_rates(model: str, template: str):  # noqa: ANN202 - (env, tasks) → (predicted, observed)
     """Per task: the probe's predicted pass rate and the pass rate of 8 completions sampled at
     temperature 1, from the same model through the trainer's prompt tokenisation."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from proctor.envs import EnvSuite, SuiteItem
-    from proctor.trainer.build import resolve_model_path
     from proctor.trainer.probe import AnswerProbe, answer_reference
-    from proctor.trainer.rollout.hf import TransformersGenerator
     from proctor.trainer.run import tokenize
     from proctor.trainer.sampling_params import SamplingParams
 
-    path = resolve_model_path(model)
-    tok = AutoTokenizer.from_pretrained(path)
-    if tok.pad_token_id is None:
-        tok.pad_token = tok.eos_token
-    lm = AutoModelForCausalLM.from_pretrained(path).eval()
-    generator = TransformersGenerator(lm, tok)
-    torch.manual_seed(0)
+    lm, tok, generator = _load_model(model)
 
     def rates(env: Any, tasks: list[Any]) -> tuple[list[float], list[float]]:
         suite = EnvSuite({"env": env})
@@ -203,22 +193,12 @@ def _probe_rates(model: str, template: str):  # noqa: ANN202 - (env, tasks) → 
 def _model_completer(model: str):  # noqa: ANN202 - (env, tasks) → completions
     """One sampled completion per task (temperature 1, up to 64 new tokens) from a causal LM,
     through the trainer's own prompt tokenisation and transformers generator."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from proctor.envs import EnvSuite, SuiteItem
-    from proctor.trainer.build import resolve_model_path
-    from proctor.trainer.rollout.hf import TransformersGenerator
     from proctor.trainer.run import tokenize
     from proctor.trainer.sampling_params import SamplingParams
 
-    path = resolve_model_path(model)
-    tok = AutoTokenizer.from_pretrained(path)
-    if tok.pad_token_id is None:
-        tok.pad_token = tok.eos_token
-    generator = TransformersGenerator(AutoModelForCausalLM.from_pretrained(path).eval(), tok)
+    _, tok, generator = _load_model(model)
     params = SamplingParams(n=1, temperature=1.0, max_new_tokens=64, seed=0)
-    torch.manual_seed(0)
 
     def complete(env: Any, tasks: list[Any]) -> list[str]:
         suite = EnvSuite({"env": env})
@@ -226,6 +206,24 @@ def _model_completer(model: str):  # noqa: ANN202 - (env, tasks) → completions
         return [group[0].text for group in generator.generate(prompts, params)]
 
     return complete
+
+
+def _load_model(model: str) -> tuple[Any, Any, Any]:
+    """(causal LM in eval mode, tokenizer with a pad token, the trainer's transformers generator),
+    torch's generator seeded with 0."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from proctor.trainer.build import resolve_model_path
+    from proctor.trainer.rollout.hf import TransformersGenerator
+
+    path = resolve_model_path(model)
+    tok = AutoTokenizer.from_pretrained(path)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    lm = AutoModelForCausalLM.from_pretrained(path).eval()
+    torch.manual_seed(0)
+    return lm, tok, TransformersGenerator(lm, tok)
 
 
 def _completion_rows(path: Path) -> list[dict[str, Any]]:
