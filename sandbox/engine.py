@@ -15,7 +15,7 @@ _FIX = (
     "run `bash scripts/setup.sh` (installs docker.io and starts dockerd), "
     "or start dockerd yourself (`sudo dockerd &`)"
 )
-_REMOTE_FIX = "check that its dockerd runs and that this machine may reach it (README: 'A sandbox host')"
+_REMOTE_FIX = "check that its dockerd runs and that this machine may reach it (docs/hosts.md: 'Sandbox hosts')"
 _RUNSC_FIX = "run `PROCTOR_RUNTIME=runsc bash scripts/setup.sh` on that machine"
 
 

@@ -58,7 +58,7 @@ class TLSConfig:
             object.__setattr__(self, name, path)
             if not path.is_file():
                 raise SandboxError(f"TLSConfig.{name}: {path} is not a file; make the engine's client "
-                                   "certificates first (README: 'A sandbox host')")
+                                   "certificates first (docs/hosts.md: 'Sandbox hosts')")
 
     @classmethod
     def from_dir(cls, path: Union[str, Path]) -> "TLSConfig":

@@ -79,7 +79,7 @@ class Attack:
     job: Union[Job, JobFactory]
     allowed: tuple[str, ...] = CONTAINED
     setup: Optional[Job] = None
-    # Runtimes where a breach is a documented residual risk (README, "Threat model"): the
+    # Runtimes where a breach is a documented residual risk (docs/threat-model.md, "Threat model"): the
     # program reads its own process, which a harness in that process cannot prevent. There
     # the test records the outcome and still requires no infra_error and a clean container.
     residual: tuple[str, ...] = ()

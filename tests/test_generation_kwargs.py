@@ -107,7 +107,7 @@ def test_min_p_and_repetition_penalty_reach_the_sampler(model_and_tokenizer):
     penalised = gen.generate(prompt, SamplingParams(n=3, max_new_tokens=16, seed=5, min_p=0.98,
                                                     repetition_penalty=100.0))[0]
     assert [r.completion_ids for r in near_greedy] != [r.completion_ids for r in penalised]
-    # The reported log-probs stay those of the unpenalised softmax (README: the IS correction
+    # The reported log-probs stay those of the unpenalised softmax (docs/training.md: the IS correction
     # treats the penalty like the filters: part of the behaviour policy it does not correct).
     assert mismatch(model, near_greedy + penalised, 1.0)["sampler_logp_diff_max"] < 1e-4
 

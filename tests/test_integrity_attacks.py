@@ -7,7 +7,7 @@ the same language, run right after it in the same container, passes at its first
 attempt. A failure names the breach: FORGED pass, infra_error, a broken container.
 An attack marked ``residual`` for a runtime (a native program reading its own memory or
 binary, Java reflection on the tests' classes: what a harness inside the program's own
-process cannot prevent, README "Threat model") may breach there; it is recorded, and
+process cannot prevent, docs/threat-model.md "Threat model") may breach there; it is recorded, and
 must still end without infra_error and leave a clean container.
 
 One sandbox per runtime with a single container (``slots=1, spare=0``), so a setup job,

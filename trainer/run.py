@@ -137,7 +137,7 @@ def build_frontier(cfg: GRPOConfig, suite: EnvSuite, rules: SelectionRules) -> O
             spec = d.envs.get(name, {}).get("id", "?")
             raise ValueError(f"data.difficulty_envs names {name!r}, whose env ({spec}) declares no difficulty knob: "
                              "remove it from difficulty_envs, or give the env a DifficultyKnob "
-                             "(proctor.envs.DifficultyKnob; see README, 'Difficulty as a knob')")
+                             "(proctor.envs.DifficultyKnob; see docs/environments.md, 'Difficulty as a knob')")
     if not chosen and d.answer_probe:
         return None   # the band is the probe's alone
     if not chosen:

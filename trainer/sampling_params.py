@@ -20,7 +20,7 @@ class SamplingParams:
 
     ``top_p``, ``top_k``, ``min_p`` and ``repetition_penalty`` change which token is drawn,
     never the log-probs a backend reports: those are of the full softmax at ``temperature``,
-    the distribution the learner scores (README, "Generation knobs")."""
+    the distribution the learner scores (docs/training.md, "Batches, generation, prompts, rewards")."""
 
     n: int = 8                      # completions per prompt (G)
     temperature: float = 1.0
