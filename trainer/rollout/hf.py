@@ -4,6 +4,10 @@ Sharing the model object means there is nothing to sync: the next call samples f
 the weights the optimizer just wrote; ``weight_version`` still counts the syncs so
 every rollout says which weights made it. A sharded model (FSDP2, ZeRO-3) gathers each
 layer in its forward; every process then generates in lockstep (``synced_gpus``).
+
+Memory: the sampler's log-prob of each generated token is kept as one float per token
+(:class:`SampledLogprobs`); no step's logits outlive the next step, so generation memory
+does not grow with steps x vocabulary.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from typing import Any, Optional, Sequence
 
 import torch
 import torch.distributed as dist
+
+from transformers import LogitsProcessor, LogitsProcessorList, RepetitionPenaltyLogitsProcessor
 
 from .base import Rollout, SamplingParams, Snapshot, SyncInfo, cut_at_stop, stop_token_ids
 from .weights import is_sharded
@@ -24,6 +30,38 @@ class _Greedy:
 
     stop: tuple[str, ...] = ()
     repetition_penalty: float = 1.0
+
+
+class SampledLogprobs(LogitsProcessor):
+    """One log-prob per generated token: ``log_softmax(scores / T)`` at the token sampled there.
+
+    ``generate`` calls it once per step, before sampling, with the step's scores [B, V] ahead of
+    the repetition penalty and of the temperature, top-k/top-p/min-p warpers (it is the first
+    processor Proctor passes, and the penalty is passed after it: the distribution the learner's
+    log-probs use too). The token drawn from step t's scores is the last column of step t + 1's
+    ``input_ids``, so step t's log-probs [B, V] are held one step and then reduced to [B];
+    :meth:`finish` reads the last step's from the returned sequences.
+    """
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+        self.previous: Optional[torch.Tensor] = None   # [B, V]: the step before's log-probs
+        self.values: list[torch.Tensor] = []            # per step [B]
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.previous is not None:
+            self.values.append(self.previous.gather(-1, input_ids[:, -1:]).squeeze(-1))
+        self.previous = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def finish(self, new: torch.Tensor) -> torch.Tensor:
+        """[B, steps] log-probs of ``new`` [B, steps], the generated columns."""
+        if self.previous is not None and len(self.values) < new.shape[1]:
+            self.values.append(self.previous.gather(-1, new[:, -1:]).squeeze(-1))
+        self.previous = None
+        if not self.values:
+            return torch.zeros(new.shape, dtype=torch.float32, device=new.device)
+        return torch.stack(self.values, dim=1)[:, :new.shape[1]]
 
 
 class TransformersGenerator:
@@ -116,22 +154,22 @@ class TransformersGenerator:
         input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)
         attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
         sampling = (dict(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k or None,
-                         min_p=params.min_p or None, repetition_penalty=params.repetition_penalty)
+                         min_p=params.min_p or None)
                     if isinstance(params, SamplingParams) else
-                    dict(do_sample=False, temperature=None, top_p=None, top_k=None,
-                         repetition_penalty=params.repetition_penalty))
+                    dict(do_sample=False, temperature=None, top_p=None, top_k=None))
         if params.stop:   # generation ends early there; the cut is made below
             sampling.update(stop_strings=list(params.stop), tokenizer=self.tokenizer)
+        temperature = params.temperature if isinstance(params, SamplingParams) else 1.0
+        logprobs = SampledLogprobs(temperature)
+        processors = LogitsProcessorList([logprobs])
+        if params.repetition_penalty != 1.0:   # after the log-probs are read: part of the behaviour policy
+            processors.append(RepetitionPenaltyLogitsProcessor(penalty=params.repetition_penalty))
         out = self.model.generate(
             input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens, pad_token_id=pad,
-            eos_token_id=sorted(self.stop_ids), return_dict_in_generate=True, output_logits=True,
-            synced_gpus=self.synced, **sampling)
-        temperature = params.temperature if isinstance(params, SamplingParams) else 1.0
+            eos_token_id=sorted(self.stop_ids), return_dict_in_generate=True, synced_gpus=self.synced,
+            repetition_penalty=1.0, logits_processor=processors, **sampling)
         new = out.sequences[:, width:]
-        # Raw logits / temperature: the distribution the learner's log-probs use too (``output_logits``
-        # are before the repetition penalty and the top_k/top_p/min_p warpers).
-        logits = torch.stack(out.logits, dim=1)[:, :new.shape[1]].float() / temperature
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        logp = logprobs.finish(new)   # [B, steps]
         return [self._rollout(prompt, new[row].tolist(), logp[row], params.stop) for row, prompt in enumerate(prompts)]
 
     def _rollout(self, prompt: list[int], ids: list[int], logp: torch.Tensor, stop: Sequence[str]) -> Rollout:
