@@ -10,6 +10,12 @@ PromptDrawer drew (step by step) and its final weights, for the test to compare.
                2 steps, a sharded checkpoint, and the third step after a resume.
   fsdp-server OUT URL   2 sharded steps sampling from the `proctor serve` at URL, which only
                rank 0 pushes the gathered weights to.
+  decide-ddp OUT   2 steps, data parallel, where only rank 0's verifier fails (infra errors):
+               every process must skip the same steps, or one waits in the all-reduce forever.
+  decide-fsdp OUT  2 steps with the policy sharded by FSDP2, DAPO dynamic sampling where only
+               rank 0's groups lack signal (so only it would resample), and an evaluation after
+               every step (generation on a sharded model is a collective: every rank joins).
+  decide-zero3 OUT 2 steps under DeepSpeed ZeRO-3 with an evaluation after every step.
   ds-ddp | zero2 | zero3 OUT   3 steps, 4 micro-batches each: data parallel, DeepSpeed ZeRO-2,
                or ZeRO-3, then its step 3 resumed from step 2's checkpoint (one launch each: accelerate's
                state, DeepSpeed or not, is fixed for the process).
@@ -41,6 +47,24 @@ class DigitShare(Verifier):
 SERVER_PROMPTS = [[1, 2, 3, 4], [5, 6, 7]]
 
 
+def rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+class FailsOnRank0(DigitShare):
+    """Rank 0's sandbox is down (every verdict infra); rank 1's judges."""
+
+    def verify(self, task, completion):
+        return Verdict.infra("sandbox unreachable (injected on rank 0)") if rank() == 0 else super().verify(task, completion)
+
+
+class FlatOnRank0(DigitShare):
+    """Rank 0's groups all get one reward (no signal: dynamic sampling resamples them); rank 1's vary."""
+
+    def verify(self, task, completion):
+        return Verdict(reward=0.0, parts={"correct": 0.0}, correct=False) if rank() == 0 else super().verify(task, completion)
+
+
 class SolvedAlways(DigitShare):
     """The same dense reward, but every group counts as solved: the pass-rate memory then
     predicts each seen prompt zero-signal and the drawer skips it by chance (its RNG)."""
@@ -51,7 +75,7 @@ class SolvedAlways(DigitShare):
 
 
 def make_trainer(out_dir: Path, max_steps: int, verifier: Verifier = DigitShare(), n_tasks: int = 12,
-                 **extra: Any) -> GRPOTrainer:
+                 evaluate: bool = False, **extra: Any) -> GRPOTrainer:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path = tiny_model_path(pretrain_steps=0)
@@ -61,7 +85,9 @@ def make_trainer(out_dir: Path, max_steps: int, verifier: Verifier = DigitShare(
     cfg = GRPOConfig.from_flat(model=str(path), prompts_per_step=2, group_size=4, max_new_tokens=6,
                                max_steps=max_steps, learning_rate=1e-3, output_dir=str(out_dir),
                                **{"micro_batch_size": 8, **extra})
-    return GRPOTrainer(cfg, suite, AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path))
+    eval_suite = EnvSuite({"digits": VerifiableEnv(ListSource(tasks[:5]), DigitShare())}) if evaluate else None
+    return GRPOTrainer(cfg, suite, AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path),
+                       eval_suite=eval_suite)
 
 
 def run(trainer: GRPOTrainer, out: Path, name: str, steps: int = 0) -> None:
@@ -81,8 +107,9 @@ def run(trainer: GRPOTrainer, out: Path, name: str, steps: int = 0) -> None:
     rank = trainer.accelerator.process_index
     torch.save({k: v.detach().clone() for k, v in weights.items()}, out / f"{name}-weights-{rank}.pt")
     memory = trainer.parts.drawer.memory
+    keys = ("reward_mean", "tokens_generated", "loss", "skipped_infra", "dynamic_sampling_rounds", "eval_greedy_pass_rate")
     (out / f"{name}-drawn-{rank}.json").write_text(json.dumps({"drawn": drawn, "skipped": memory.skipped, "rows": [
-        {k: row[k] for k in ("reward_mean", "tokens_generated", "loss")} for row in rows]}))
+        {k: row[k] for k in keys if k in row} for row in rows]}))
     trainer.accelerator.wait_for_everyone()
 
 
@@ -105,6 +132,22 @@ def main(mode: str, out_dir: str, url: str = "") -> None:
         os.environ["ACCELERATE_USE_FSDP"] = "true"
         os.environ["FSDP_VERSION"] = "2"
         fsdp_server(out, url)
+    elif mode == "decide-ddp":
+        run(make_trainer(out / mode, 2, verifier=FailsOnRank0(), max_infra_frac=0.25), out, mode)
+    elif mode == "decide-fsdp":
+        os.environ["ACCELERATE_USE_FSDP"] = "true"
+        os.environ["FSDP_VERSION"] = "2"
+        trainer = make_trainer(out / mode, 2, verifier=FlatOnRank0(), dynamic_sampling=True, max_resample_rounds=2,
+                               evaluate=True, eval_every=1, eval_split=0.5, eval_k=[2])
+        assert is_sharded(trainer.model), "the FSDP run's policy is not sharded"
+        run(trainer, out, mode)
+    elif mode == "decide-zero3":
+        os.environ.pop("ACCELERATE_USE_CPU", None)
+        os.environ.update(ACCELERATE_USE_DEEPSPEED="true", ACCELERATE_DEEPSPEED_ZERO_STAGE="3",
+                          ACCELERATE_GRADIENT_ACCUMULATION_STEPS="1")
+        trainer = make_trainer(out / mode, 2, evaluate=True, eval_every=1, eval_split=0.5, **DS_RUN)
+        assert is_sharded(trainer.model), "the ZeRO-3 run's policy is not sharded"
+        run(trainer, out, mode)
     elif mode in DEEPSPEED:
         deepspeed(mode, out)
     else:

@@ -99,6 +99,61 @@ def test_evaluate_counts_greedy_and_pass_at_k_per_env_and_overall():
     assert out["tokens_eval"] == 3 * 2 + 3 * 4 * 1     # greedy: 2 tokens each; samples: 1 token each
 
 
+class ByPrompt:
+    """Answers fixed per prompt (its first token is the task's number), whatever the batch."""
+
+    def __init__(self, greedy: list[str], samples: list[list[str]]) -> None:
+        self.greedy_texts, self.samples, self.sizes = greedy, samples, []
+
+    def greedy_rollouts(self, prompts, max_new_tokens, *, stop=(), repetition_penalty=1.0):
+        self.sizes.append(len(prompts))
+        return [Rollout(tuple(p), (1, 2), (0.0, 0.0), self.greedy_texts[p[0]], "stop") for p in prompts]
+
+    def generate(self, prompts, params):
+        self.sizes.append(len(prompts))
+        return [[Rollout(tuple(p), (1,), (0.0,), text, "stop") for text in self.samples[p[0]]] for p in prompts]
+
+
+def test_two_processes_evaluate_their_shares_and_agree_with_one():
+    """Each of 2 processes evaluates every other prompt, as many prompts each (a sharded model
+    generates in lockstep), and the gathered values are one process's, on both."""
+    import threading
+    from proctor.trainer.evaluation import Share
+
+    tasks = [Task(id=f"q{i}", prompt=f"What is {i} + 1?", answer=str(i + 1)) for i in range(5)]
+    suite = EnvSuite({"a": VerifiableEnv(ListSource(tasks[:3]), Exact()),
+                      "b": VerifiableEnv(ListSource(tasks[3:]), Exact())})
+    greedy = ["1", "9", "3", "4", "9"]
+    samples = [["1", "0"], ["0", "0"], ["3", "3"], ["4", "0"], ["0", "5"]]
+    settings = EvalSettings(k=(1, 2), sampling=SamplingParams(n=1, max_new_tokens=4))
+    prompt = lambda item: [int(item.task.id[1:]), 7]   # noqa: E731
+    alone = evaluate(ByPrompt(greedy, samples), prompt, suite, eval_items(suite), settings)
+
+    slots, barrier, out, gens = [None, None], threading.Barrier(2), [None, None], [None, None]
+
+    def process(rank: int) -> None:
+        def gather(value):
+            slots[rank] = value
+            barrier.wait()
+            return list(slots)
+        gens[rank] = ByPrompt(greedy, samples)
+        out[rank] = evaluate(gens[rank], prompt, suite, eval_items(suite), settings, Share(rank, 2, gather))
+
+    threads = [threading.Thread(target=process, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert gens[0].sizes == gens[1].sizes == [3, 3]   # rank 1 has 2 prompts, padded to rank 0's 3
+    keys = [k for k in alone if k.startswith("eval_") and k != "eval_time_s"]
+    assert len(keys) >= 8
+    for rank in (0, 1):
+        assert {k: out[rank][k] for k in keys} == pytest.approx({k: alone[k] for k in keys}), rank
+    # Tokens: the run's on both (the padding prompt was generated too), each process's own beside it.
+    assert out[0]["tokens_eval"] == out[1]["tokens_eval"] == alone["tokens_eval"] + 2 + 2
+    assert out[0]["tokens_eval_process"] + out[1]["tokens_eval_process"] == out[0]["tokens_eval"]
+
+
 class Recording(Scripted):
     """Scripted, recording what each call was given."""
 

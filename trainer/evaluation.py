@@ -11,6 +11,11 @@ train env (``eval.split``; the train env then draws only its train partition), b
 :func:`evaluate` with the generator the rollouts use, so the figures are those of the
 weights the next step samples from.
 
+With several processes each evaluates its share (every ``processes``-th prompt) and the
+results are gathered, so every process returns the same values; each generates as many
+prompts as the largest share (a repeat of one of its own pads it), since a sharded model
+generates in lockstep.
+
 pass@k is the unbiased estimator of Chen et al. (2021) from n = max(k) samples per
 prompt: ``1 - C(n - c, k) / C(n, k)`` with c of the n correct. A completion that could
 not be judged (infra error) is left out, never counted wrong.
@@ -30,6 +35,25 @@ from .config import GRPOConfig
 from .rollout import Generator, SamplingParams
 
 TokenizeFn = Callable[[SuiteItem], list[int]]
+Judged = Optional[bool]   # a completion's verdict: correct, wrong, or None (not judged: infra error)
+
+
+def _alone(value: Any) -> list[Any]:
+    return [value]
+
+
+@dataclass(frozen=True)
+class Share:
+    """This process's part of the eval set: the prompts whose index % ``processes`` is ``rank``.
+    ``gather`` returns one picklable value from every process, in rank order (a collective)."""
+
+    rank: int = 0
+    processes: int = 1
+    gather: Callable[[Any], list[Any]] = _alone
+
+    def indices(self, n: int) -> tuple[list[int], int]:
+        """(this share's indices of ``n`` items, how many prompts every process generates)."""
+        return list(range(self.rank, n, self.processes)), -(-n // self.processes)
 
 
 @dataclass(frozen=True)
@@ -82,35 +106,50 @@ def is_due(step: int, every: int, max_steps: int) -> bool:
 
 
 def evaluate(generator: Generator, tokenize: TokenizeFn, suite: EnvSuite, items: Sequence[SuiteItem],
-             settings: EvalSettings) -> dict[str, float]:
+             settings: EvalSettings, share: Share = Share()) -> dict[str, float]:
     """The eval_* values of ``items`` under the generator's current weights: overall and per env
     (``eval_<env>_greedy_pass_rate``, ``eval_<env>_pass@k``), the number of prompts, the time and
-    the tokens generated (``tokens_eval``)."""
+    the tokens generated (``tokens_eval``: every process's; ``tokens_eval_process``: this one's)."""
     if not items:
         raise ValueError("evaluate: no eval items; the eval suite's envs hold no tasks")
     t0 = time.perf_counter()
     items, prompts, out = _limited_prompts(items, [tokenize(item) for item in items], settings)
-    infra = 0
+    mine, width = share.indices(len(items))
+    own = [items[i] for i in mine]
+    padded = [prompts[i] for i in mine] + [prompts[mine[0] if mine else 0]] * (width - len(mine))
     s = settings.sampling
-    tokens = 0
+    local: dict[str, Any] = {"greedy": [], "sampled": [], "tokens": 0}
     if settings.greedy:
-        greedy = generator.greedy_rollouts(prompts, s.max_new_tokens, stop=s.stop,
+        greedy = generator.greedy_rollouts(padded, s.max_new_tokens, stop=s.stop,
                                            repetition_penalty=s.repetition_penalty)
-        tokens += sum(sum(r.learned()) for r in greedy)
-        verdicts = suite.score_batch(items, [r.text for r in greedy])
-        infra += sum(not v.scored for v in verdicts)
-        out.update(_greedy_values(items, verdicts))
+        local["tokens"] += sum(sum(r.learned()) for r in greedy)
+        verdicts = suite.score_batch(own, [r.text for r in greedy[:len(own)]])
+        local["greedy"] = [(item.env, _judged(v)) for item, v in zip(own, verdicts)]
     if settings.k:
-        groups = generator.generate(prompts, replace(s, n=max(settings.k)))
-        tokens += sum(sum(r.learned()) for group in groups for r in group)
-        flat_items = [item for item, group in zip(items, groups) for _ in group]
-        verdicts = suite.score_batch(flat_items, [r.text for group in groups for r in group])
-        infra += sum(not v.scored for v in verdicts)
-        out.update(_pass_at_k_values(items, [len(g) for g in groups], verdicts, settings.k))
-    out["eval_infra"] = float(infra)
-    out["tokens_eval"] = tokens   # generated here: the token ledger's eval fate
+        groups = generator.generate(padded, replace(s, n=max(settings.k)))
+        local["tokens"] += sum(sum(r.learned()) for group in groups for r in group)
+        groups = groups[:len(own)]
+        flat_items = [item for item, group in zip(own, groups) for _ in group]
+        verdicts = iter(suite.score_batch(flat_items, [r.text for group in groups for r in group]))
+        local["sampled"] = [(item.env, [_judged(next(verdicts)) for _ in group]) for item, group in zip(own, groups)]
+    every = share.gather(local)
+    greedy_all = [x for part in every for x in part["greedy"]]
+    sampled_all = [x for part in every for x in part["sampled"]]
+    envs = list(dict.fromkeys(item.env for item in items))
+    if settings.greedy:
+        out.update(_greedy_values(envs, greedy_all))
+    if settings.k:
+        out.update(_pass_at_k_values(envs, sampled_all, settings.k))
+    out["eval_infra"] = float(sum(j is None for _, j in greedy_all)
+                              + sum(j is None for _, group in sampled_all for j in group))
+    out["tokens_eval"] = sum(part["tokens"] for part in every)   # generated here: the token ledger's eval fate
+    out["tokens_eval_process"] = local["tokens"]
     out["eval_time_s"] = time.perf_counter() - t0
     return out
+
+
+def _judged(v: Verdict) -> Judged:
+    return v.correct if v.scored else None
 
 
 def _limited_prompts(items: Sequence[SuiteItem], prompts: list[list[int]], settings: EvalSettings
@@ -133,33 +172,31 @@ def _limited_prompts(items: Sequence[SuiteItem], prompts: list[list[int]], setti
     return items, prompts, {"eval_prompts": float(len(items)), **counts}
 
 
-def _greedy_values(items: Sequence[SuiteItem], verdicts: Sequence[Verdict]) -> dict[str, float]:
-    judged: dict[str, list[bool]] = defaultdict(list)
-    for item, v in zip(items, verdicts):
-        if v.scored:
-            judged[item.env].append(v.correct)
-    every = [c for env in judged.values() for c in env]
+def _greedy_values(envs: Sequence[str], judged: Sequence[tuple[str, Judged]]) -> dict[str, float]:
+    """Greedy pass rate overall and per env; a prompt not judged is left out."""
+    per: dict[str, list[bool]] = defaultdict(list)
+    for env, correct in judged:
+        if correct is not None:
+            per[env].append(correct)
+    every = [c for env in per.values() for c in env]
     out = {"eval_greedy_pass_rate": sum(every) / len(every) if every else math.nan}
-    for env in dict.fromkeys(item.env for item in items):
-        got = judged.get(env, [])
+    for env in envs:
+        got = per.get(env, [])
         out[f"eval_{env}_greedy_pass_rate"] = sum(got) / len(got) if got else math.nan
     return out
 
 
-def _pass_at_k_values(items: Sequence[SuiteItem], sizes: Sequence[int], verdicts: Sequence[Verdict],
+def _pass_at_k_values(envs: Sequence[str], sampled: Sequence[tuple[str, list[Judged]]],
                       ks: Sequence[int]) -> dict[str, float]:
     """Mean pass@k over prompts, overall and per env; a prompt with fewer than k judged samples
     is left out of that k's mean."""
     per: dict[tuple[str, int], list[float]] = defaultdict(list)
-    start = 0
-    for item, size in zip(items, sizes):
-        judged = [v.correct for v in verdicts[start:start + size] if v.scored]
-        start += size
+    for env, samples in sampled:
+        judged = [c for c in samples if c is not None]
         for k in ks:
             if len(judged) >= k:
-                per[(item.env, k)].append(pass_at_k(len(judged), sum(judged), k))
+                per[(env, k)].append(pass_at_k(len(judged), sum(judged), k))
     out: dict[str, float] = {}
-    envs = list(dict.fromkeys(item.env for item in items))
     for k in ks:
         every = [x for env in envs for x in per.get((env, k), [])]
         out[f"eval_pass@{k}"] = sum(every) / len(every) if every else math.nan
@@ -177,4 +214,4 @@ def describe(values: dict[str, Any]) -> str:
     return f"eval ({int(values.get('eval_prompts', 0))} prompts): " + "  ".join(shown)
 
 
-__all__ = ["EvalSettings", "TokenizeFn", "describe", "eval_items", "evaluate", "is_due", "pass_at_k"]
+__all__ = ["EvalSettings", "Share", "TokenizeFn", "describe", "eval_items", "evaluate", "is_due", "pass_at_k"]

@@ -28,6 +28,7 @@ from proctor.envs import EnvSuite, SuiteItem
 from .algo import AdvantageStats, group_advantages
 from .batch import build_batch
 from .config import GRPOConfig, RolloutConfig
+from .consensus import Consensus
 from .learner import Learner
 from .metrics import Stopwatch, peak_memory_bytes
 from .objective import GRPOMicroLoss, fixed_logps, reference_logps
@@ -48,6 +49,15 @@ def is_mode(rollout: RolloutConfig) -> Optional[str]:
     return None if mode in (None, "off") else mode
 
 
+def _first_with_signal(fresh: Scored, group_size: int, wanted: int) -> tuple[Scored, Scored]:
+    """(``wanted`` groups of ``fresh``, those with signal first; the other groups)."""
+    signal = groups_with_signal(fresh, group_size)
+    order = sorted(range(len(signal)), key=lambda i: not signal[i])   # stable: signal first, then draw order
+    chosen = set(order[:wanted])
+    taken = [i in chosen for i in range(len(signal))]
+    return fresh.keep_groups(taken, group_size), fresh.keep_groups([not t for t in taken], group_size)
+
+
 class GRPOTrainer:
     def __init__(self, config: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
                  eval_suite: Optional[EnvSuite] = None) -> None:
@@ -60,7 +70,8 @@ class GRPOTrainer:
         self.spec = LossSpec.from_config(config.objective, config.rollout, config.optim)
         self.sleeping = use_sleep(config.rollout)   # colocated on a GPU: the engine frees memory for the update
         self.is_mode = is_mode(config.rollout)
-        self.infra = InfraGuard(config.optim.max_infra_frac, self._warn)
+        self.agree = Consensus.of(p.accelerator)     # control-flow decisions, taken by every process together
+        self.infra = InfraGuard(config.optim.max_infra_frac, self._warn, total=self.agree.sum)
         self.generation: Optional[Generation] = None   # the current generation batch (steps_per_generation)
         self.totals = Ledger()                         # the run's token ledger
         self.plots: list[Path] = []
@@ -130,23 +141,33 @@ class GRPOTrainer:
 
     def _resample(self, scored: Scored, step: int, watch: Stopwatch) -> tuple[Scored, Scored, int]:
         """Replace zero-signal groups with fresh prompts, a bounded number of rounds; returns
-        (the batch to train on, the groups dropped on the way, the rounds run)."""
+        (the batch to train on, the groups dropped on the way, the rounds run).
+
+        Every process runs the same rounds: another round while any process still misses
+        groups. With a sharded policy each forward is a collective, so every process then
+        draws and generates the largest count missing anywhere, keeps what it misses (groups
+        with signal first) and drops the rest; otherwise each draws its own count."""
         d, g = self.cfg.data, self.cfg.rollout.group_size
         rounds = 0
         dropped = Scored([], [], [])
         while d.dynamic_sampling and rounds < d.max_resample_rounds:
             keep = groups_with_signal(scored, g)
             missing = d.prompts_per_step * self.cfg.optim.steps_per_generation - sum(keep)
-            if missing == 0:
+            most = self.agree.max(missing)
+            if most == 0:
                 break
+            rounds += 1
+            count = most if self.parts.sharded else missing
+            if count == 0:
+                continue
             with watch.section("select"):
-                more = self.draw_prompts(missing)
+                more = self.draw_prompts(count)
             fresh = (self.pipeline.run(lambda: self.rollout(more, watch)) if self.pipeline is not None
                      else self.rollout(more, watch))
             self.parts.drawer.observe(fresh, g, step)
-            dropped = dropped + scored.keep_groups([not k for k in keep], g)
+            fresh, surplus = _first_with_signal(fresh, g, missing)
+            dropped = dropped + scored.keep_groups([not k for k in keep], g) + surplus
             scored = scored.keep_groups(keep, g) + fresh
-            rounds += 1
         return scored, dropped, rounds
 
     def _advantages(self, scored: Scored) -> tuple[AdvantageStats, torch.Tensor]:
@@ -291,7 +312,7 @@ class GRPOTrainer:
         if self.parts.evaluate is None:
             return {}
         values = self.pipeline.run(self.parts.evaluate) if self.pipeline is not None else self.parts.evaluate()
-        values, self.totals = with_eval_tokens(values, self.totals)
+        values, self.totals = with_eval_tokens(values, self.totals, self.agree.sum)
         return values
 
     def train(self) -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ from .learner import Learner, Trainable, disable_dropout
 from .metrics import Stopwatch, peak_memory_bytes
 from .objective import fixed_logps, reference_logps
 from .records import LearnStats, Ledger, LossSpec, Scored, StepValues, TrainBatch
+from .consensus import Consensus
 from .sampling import InfraGuard
 from .run import build_parts, load_checkpoint, save_checkpoint, save_model, train_loop
 from .step_row import sample_rows, step_ledger, step_row, with_eval_tokens
@@ -111,7 +112,8 @@ class PPOTrainer:
                                micro_batch_size=config.optim.micro_batch_size, max_grad_norm=config.optim.max_grad_norm,
                                warn=lambda m: p.log.console.print(f"[yellow]warning:[/yellow] {m}"))
         self.spec = LossSpec.from_config(config.objective, config.rollout)
-        self.infra = InfraGuard(config.optim.max_infra_frac, self.learner.warn)
+        self.agree = Consensus.of(p.accelerator)     # control-flow decisions, taken by every process together
+        self.infra = InfraGuard(config.optim.max_infra_frac, self.learner.warn, total=self.agree.sum)
         self.totals = Ledger()                         # the run's token ledger
         self.plots: list[Path] = []
         self.start_step = 0
@@ -205,7 +207,7 @@ class PPOTrainer:
         """The eval_* values under the current weights ({} when eval.every is 0)."""
         if self.parts.evaluate is None:
             return {}
-        values, self.totals = with_eval_tokens(self.parts.evaluate(), self.totals)
+        values, self.totals = with_eval_tokens(self.parts.evaluate(), self.totals, self.agree.sum)
         return values
 
     def draw_prompts(self, n: int) -> list[SuiteItem]:

@@ -24,7 +24,7 @@ from proctor.envs.core.difficulty import check_knob
 
 from . import checkpoint
 from .config import GRPOConfig, flat_view
-from .evaluation import EvalSettings, describe, eval_items, evaluate, is_due
+from .evaluation import EvalSettings, Share, describe, eval_items, evaluate, is_due
 from .learner import Learner, Trainable, disable_dropout
 from .metrics import MetricsLog, plot_run, read_metrics
 from .multiturn import continue_turns
@@ -33,7 +33,7 @@ from .probe import AnswerProbe, answer_reference
 from .selection import Frontier, SelectionRules
 from .rollout import Generator, SamplingParams
 from .rollout.factory import make_generator, run_sampling
-from .rollout.weights import is_peft, is_zero3
+from .rollout.weights import is_peft, is_sharded, is_zero3
 from .sampling import EpochOrder, InfraGuard, PromptDrawer, PromptLimit, RolloutRunner
 from .step_row import gather_row
 
@@ -54,6 +54,8 @@ class RunParts:
     run_dir: Path
     # The eval_* values under the current weights (eval.every > 0), else None
     evaluate: Optional[Callable[[], dict[str, float]]] = None
+    # The policy is sharded over several processes (FSDP, ZeRO-3): each of its forwards is a collective
+    sharded: bool = False
 
 
 def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
@@ -95,8 +97,9 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
     earlier = read_metrics(run_dir) if cfg.checkpoint.resume_from else None
     log = MetricsLog(run_dir, trackers=accelerator if (cfg.log.report_to and accelerator.is_main_process) else None,
                      keep_rows=earlier)
+    sharded = accelerator.num_processes > 1 and is_sharded(policy.model)
     return RunParts(accelerator, policy, ref_model, generator, stop, sampling, drawer, runner, log, run_dir,
-                    _evaluator(cfg, eval_suite, generator, tokenizer, sampling))
+                    _evaluator(cfg, eval_suite, generator, tokenizer, sampling, accelerator), sharded)
 
 
 def selection_rules(cfg: GRPOConfig) -> SelectionRules:
@@ -152,19 +155,29 @@ def build_frontier(cfg: GRPOConfig, suite: EnvSuite, rules: SelectionRules) -> O
 
 
 def _evaluator(cfg: GRPOConfig, eval_suite: Optional[EnvSuite], generator: Generator, tokenizer: Any,
-               sampling: SamplingParams) -> Optional[Callable[[], dict[str, float]]]:
+               sampling: SamplingParams, accelerator: Any) -> Optional[Callable[[], dict[str, float]]]:
+    """Every process evaluates its share of the eval set (gathered: each gets the same values)."""
+
     if cfg.eval.every == 0:
         return None
     if eval_suite is None:
         raise ValueError(f"eval.every is {cfg.eval.every} but the trainer was given no eval suite: build it with "
                          "proctor.trainer.build.build_trainer(cfg), or pass eval_suite=build_eval_suite(cfg)")
     prompt_ids = functools.partial(tokenize, eval_suite, tokenizer, chat_template_kwargs=cfg.data.chat_template_kwargs)
+    share = Share(accelerator.process_index, accelerator.num_processes, gather_each)
     run = functools.partial(evaluate, generator, prompt_ids, eval_suite, eval_items(eval_suite),
-                            EvalSettings.from_config(cfg, sampling))
+                            EvalSettings.from_config(cfg, sampling), share)
     return functools.partial(own_random_stream, run, cfg.seed + EVAL_SEED_OFFSET)
 
 
 EVAL_SEED_OFFSET = 1_000_003
+
+
+def gather_each(value: Any) -> list[Any]:
+    """``value`` from every process, in rank order (accelerate's gather_object concatenates lists)."""
+    from accelerate.utils import gather_object
+
+    return gather_object([value])
 
 
 def own_random_stream(fn: Callable[[], dict[str, float]], seed: int) -> dict[str, float]:
@@ -326,8 +339,11 @@ def train_loop(trainer: LoopTrainer, parts: RunParts, cfg: GRPOConfig, start_ste
     with Progress(TextColumn(f"[bold]{title}"), BarColumn(), TextColumn("step {task.completed}/{task.total}"),
                   TextColumn("{task.fields[info]}"), TimeRemainingColumn(), console=log.console) as bar:
         task = bar.add_task("train", total=cfg.max_steps, info="", completed=start_step)
-        if is_main and start_step == 0 and is_due(0, cfg.eval.every, cfg.max_steps):
-            log.log({"step": 0, **_evaluate(trainer, log)})   # the weights before any update
+        # Every process evaluates (its share, gathered); rank 0 logs.
+        if start_step == 0 and is_due(0, cfg.eval.every, cfg.max_steps):
+            values = _evaluate(trainer, log, is_main)   # the weights before any update
+            if is_main:
+                log.log({"step": 0, **values})
         for step in range(start_step + 1, cfg.max_steps + 1):
             row = gather_row(parts.accelerator, trainer.step(step))
             if trainer.learner.nonfinite_streak >= cfg.optim.max_nonfinite_steps:
@@ -346,10 +362,10 @@ def train_loop(trainer: LoopTrainer, parts: RunParts, cfg: GRPOConfig, start_ste
             every = cfg.checkpoint.save_every
             if every and step % every == 0 and step < cfg.max_steps:
                 trainer.save_checkpoint(step)
+            if is_due(step, cfg.eval.every, cfg.max_steps):
+                row.update(_evaluate(trainer, log, is_main))
             if not is_main:
                 continue
-            if is_due(step, cfg.eval.every, cfg.max_steps):
-                row.update(_evaluate(trainer, log))
             log.log(row)
             bar.update(task, advance=1, info=f"reward {row['reward_mean']:.3f}  zero-signal "
                                               f"{row['zero_signal_frac']:.2f}")
@@ -365,9 +381,10 @@ def train_loop(trainer: LoopTrainer, parts: RunParts, cfg: GRPOConfig, start_ste
     return log.rows, plots
 
 
-def _evaluate(trainer: LoopTrainer, log: MetricsLog) -> dict[str, float]:
+def _evaluate(trainer: LoopTrainer, log: MetricsLog, show: bool) -> dict[str, float]:
     values = trainer.evaluate()
-    log.console.print(describe(values), highlight=False)
+    if show:
+        log.console.print(describe(values), highlight=False)
     return values
 
 

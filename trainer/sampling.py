@@ -314,22 +314,27 @@ class InfraGuard:
 
     When more than ``max_frac`` of a step's completions are ``infra_error`` (the sandbox or
     a scorer failed), an update on the rest would train on whatever the machinery happened
-    to judge; the step is skipped instead, and ``streak`` such steps in a row stop the run."""
+    to judge; the step is skipped instead, and ``streak`` such steps in a row stop the run.
+    ``total`` sums counts over every process (``Consensus.sum``): the fraction is the whole
+    step's, so every process skips the same steps (one skipping alone hangs the others in
+    the gradient all-reduce)."""
 
-    def __init__(self, max_frac: float, warn: Callable[[str], None]) -> None:
+    def __init__(self, max_frac: float, warn: Callable[[str], None],
+                 total: Callable[[Sequence[int]], list[int]] = list) -> None:
         self.max_frac = max_frac
         self.warn = warn
+        self.total = total
         self.streak = 0
 
     def blocks(self, scored: Scored, step: int) -> bool:
         failed = [v for v in scored.verdicts if not v.scored]
-        frac = len(failed) / max(1, len(scored.verdicts))
-        if frac <= self.max_frac:
+        n_failed, n_all = self.total([len(failed), len(scored.verdicts)])
+        if n_failed / max(1, n_all) <= self.max_frac:
             self.streak = 0
             return False
         self.streak += 1
-        first = failed[0].info.get("error", "no error recorded")
-        self.warn(f"step {step}: {len(failed)} of {len(scored.verdicts)} completions could not be judged "
+        first = failed[0].info.get("error", "no error recorded") if failed else "on another process"
+        self.warn(f"step {step}: {n_failed} of {n_all} completions could not be judged "
                   f"(infra_error, e.g. {str(first)[:200]!r}); update skipped ({self.streak} in a row)")
         return True
 

@@ -4,7 +4,7 @@ data-parallel processes)."""
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from proctor.envs import EnvSuite
 
@@ -55,12 +55,19 @@ def ledger_values(ledger: Ledger, totals: Ledger) -> dict[str, Any]:
     }
 
 
-def with_eval_tokens(values: dict[str, Any], totals: Ledger) -> tuple[dict[str, Any], Ledger]:
-    """An evaluation's values with its tokens (``tokens_eval``) in the ledger, and the run's ledger after it."""
-    n = int(values.get("tokens_eval") or 0)
-    totals = totals + Ledger(eval=n)
-    return {**values, "tokens_eval": n, "tokens_eval_cumulative": totals.eval,
-            "tokens_all_cumulative": totals.generated}, totals
+def with_eval_tokens(values: dict[str, Any], totals: Ledger,
+                     total: Callable[[Sequence[int]], list[int]] = list) -> tuple[dict[str, Any], Ledger]:
+    """An evaluation's values with its tokens in the ledger, and this process's ledger after it.
+
+    This process's own eval tokens (``tokens_eval_process``) go into its ledger, like its
+    rollouts; the values report the run's: ``tokens_eval`` of every process, and the
+    cumulative counts summed by ``total`` over the processes (``Consensus.sum``)."""
+    values = dict(values)
+    own = int(values.pop("tokens_eval_process", values.get("tokens_eval")) or 0)
+    totals = totals + Ledger(eval=own)
+    eval_all, generated_all = total([totals.eval, totals.generated])
+    return {**values, "tokens_eval": int(values.get("tokens_eval") or 0), "tokens_eval_cumulative": eval_all,
+            "tokens_all_cumulative": generated_all}, totals
 
 
 def step_row(v: StepValues) -> dict[str, Any]:
