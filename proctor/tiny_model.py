@@ -375,6 +375,17 @@ def count_parameters(model_dir: str | os.PathLike[str]) -> int:
 # Taken once: the cache key is the recipe's arguments with their defaults filled in.
 _BUILD_SIGNATURE = inspect.signature(make_tiny_model)
 
+def resolve_model_path(model: str) -> str:
+    """A path or hub id as given; "tiny" / "tiny:STEPS" become the offline tiny model's directory
+    (built once, then cached: torch is imported only for the build)."""
+    if model == "tiny" or model.startswith("tiny:"):
+        # 800 pretraining steps (~4 min once, then cached): enough for GRPO to sharpen.
+        steps = int(model.split(":", 1)[1]) if ":" in model else 800
+        with build_progress() as show:   # a bar with an ETA while it builds; nothing when cached
+            return str(tiny_model_path(pretrain_steps=steps, progress=show))
+    return model
+
+
 def default_cache_dir() -> Path:
     """``$PROCTOR_CACHE`` if set, else ``~/.cache/proctor``."""
     return Path(os.environ.get("PROCTOR_CACHE") or Path.home() / ".cache" / "proctor").expanduser()

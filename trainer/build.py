@@ -9,6 +9,8 @@ from proctor.envs import EnvSuite, ListSource, VerifiableEnv
 from proctor.envs.core.reward_funcs import FuncSpec, with_reward_funcs
 from proctor.envs.loader import EnvLoadError, make_env, make_eval_env
 
+from proctor.tiny_model import resolve_model_path
+
 from .config import GRPOConfig
 from .grpo import GRPOTrainer
 from .ppo import PPOTrainer, ValueModel
@@ -79,18 +81,6 @@ def _limited(env: VerifiableEnv, limit: Optional[int]) -> VerifiableEnv:
     if limit is not None and limit < len(env.source):
         env.source = ListSource([env.source[i] for i in range(limit)], name=f"{env.source.name}[:{limit}]")
     return env
-
-
-def resolve_model_path(model: str) -> str:
-    """A path or hub id as given; "tiny" / "tiny:STEPS" become the offline tiny model's directory."""
-    if model == "tiny" or model.startswith("tiny:"):
-        from proctor.tiny_model import build_progress, tiny_model_path
-
-        # 800 pretraining steps (~4 min once, then cached): enough for GRPO to sharpen.
-        steps = int(model.split(":", 1)[1]) if ":" in model else 800
-        with build_progress() as show:   # a bar with an ETA while it builds; nothing when cached
-            return str(tiny_model_path(pretrain_steps=steps, progress=show))
-    return model
 
 
 def load_model(cfg: GRPOConfig) -> tuple[Any, Any]:

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from rich.table import Table
 
-from .metrics import eval_rows, moving_average, train_rows
+from .metric_rows import eval_rows, moving_average, train_rows
 
 # (row key of the cumulative count, what it means)
 FATES = (

@@ -12,6 +12,8 @@ from typing import Any, Iterable, Optional
 from rich.console import Console
 from rich.table import Table
 
+from .metric_rows import eval_rows, moving_average, train_rows
+
 
 def peak_memory_bytes() -> tuple[str, int]:
     """("cuda", peak allocated) on a GPU, else ("rss", the process's peak resident set)."""
@@ -28,16 +30,6 @@ def peak_memory_bytes() -> tuple[str, int]:
 
 
 METRICS_FILE = "metrics.jsonl"
-
-
-def train_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows of training steps (an evaluation before step 1 has a row of eval_* values only)."""
-    return [r for r in rows if "reward_mean" in r]
-
-
-def eval_rows(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows that carry an evaluation (``eval_*`` keys; see ``proctor.trainer.evaluation``)."""
-    return [r for r in rows if "eval_prompts" in r]
 
 
 def read_metrics(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -244,14 +236,6 @@ def _finish(ax: Any, title: str) -> None:
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
-
-
-def moving_average(values: list[float], window: int) -> list[float]:
-    out = []
-    for i in range(len(values)):
-        chunk = [v for v in values[max(0, i - window + 1):i + 1] if not math.isnan(v)]
-        out.append(sum(chunk) / len(chunk) if chunk else float("nan"))
-    return out
 
 
 class Stopwatch:

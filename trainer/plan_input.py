@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from proctor.plan import PlanInput
+from proctor.tiny_model import resolve_model_path
 
-from .build import resolve_model_path
 from .config import GRPOConfig
 
 PRECISION = {"no": "fp32", "bf16": "bf16-mixed", "fp16": "bf16-mixed"}   # fp16 mixed holds what bf16 mixed does

@@ -2,7 +2,8 @@
 
 from .costs import (StateCost, TrainingState, logit_value_bytes, logprob_bytes, state_cost, training_state,
                     weight_bytes)
-from .memory import AlgorithmPlan, Component, Plan, PlanInput, activation_bytes, plan, plan_algorithm
+from .inputs import PlanInput
+from .memory import AlgorithmPlan, Component, Plan, activation_bytes, plan, plan_algorithm
 from .model_shape import ModelShape, load_shape, model_shape_from_model, shape_from_config, shape_from_params
 from .render import human_bytes, plan_dict, render
 

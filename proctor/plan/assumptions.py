@@ -8,7 +8,7 @@ from .costs import logit_value_bytes, state_cost, weight_bytes
 from .model_shape import ModelShape
 
 if TYPE_CHECKING:
-    from .memory import PlanInput
+    from .inputs import PlanInput
 
 
 def assumptions(inp: "PlanInput", shape: ModelShape) -> list[str]:
