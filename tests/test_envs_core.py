@@ -108,6 +108,37 @@ def test_multi_turn_runs_out_of_turns_truncated():
     assert terminated and truncated and reward == 0.0 and info["turn"] == 2
 
 
+def test_continues_is_the_multi_turn_rule_step_follows():
+    env = make_env(max_turns=3)
+    wrong = exact_verdict(False, feedback="try again")
+    assert env.continues(wrong, 1) and env.continues(wrong, 2) and not env.continues(wrong, 3)
+    assert not env.continues(exact_verdict(True), 1)                       # solved
+    assert not env.continues(exact_verdict(False), 1)                      # nothing to show
+    assert env.continues(exact_verdict(False, feedback=""), 1)             # empty feedback is feedback
+    assert not env.continues(Verdict.infra("sandbox gone"), 1)             # not judged
+    assert env.feedback_turn(wrong) == {"role": "user", "content": "try again\n\nPlease fix your answer."}
+    with pytest.raises(ValueError, match="feedback"):
+        env.feedback_turn(exact_verdict(False))
+    assert make_env().continues(wrong, 1) is False                         # single-turn
+
+
+def test_checker_flags_a_step_that_ignores_continues():
+    class OneShot(VerifiableEnv):
+        def continues(self, verdict, turn):
+            return False                                                   # but step() is the base one
+
+    assert check_env(make_env(max_turns=2, reference=lambda t: t.answer)).ok
+
+    class OwnStep(VerifiableEnv):
+        def step(self, action):
+            obs, reward, _, truncated, info = super().step(action)
+            return obs, reward, True, truncated, info                      # ends every episode itself
+
+    assert check_env(OneShot(ListSource(TASKS), ContainsAnswer(), max_turns=2)).ok
+    report = check_env(OwnStep(ListSource(TASKS), ContainsAnswer(), max_turns=2))
+    assert [p.check for p in report.problems] == ["step() continues an episode exactly when continues() says"]
+
+
 def test_infra_error_step_says_drop():
     class Broken(Verifier):
         def verify(self, task, completion):

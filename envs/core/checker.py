@@ -97,6 +97,22 @@ def _step_contract(env: Any, seeds: tuple[int, ...], rollouts: int) -> Optional[
     return _reward_problem(reward, info["verdict"])
 
 
+def _multi_turn_rule(env: Any, seeds: tuple[int, ...], rollouts: int) -> Optional[str]:
+    # The trainer's token-level rollouts continue an episode when continues() says so and show
+    # feedback_turn(): step() must agree, or training runs other episodes than the env defines.
+    for i in range(rollouts):
+        env.reset(seed=seeds[0] + i)
+        obs, _, terminated, _, info = env.step("I am not sure.")
+        verdict = info["verdict"]
+        goes_on = env.continues(verdict, info["turn"])
+        if terminated == goes_on:
+            return (f"after turn {info['turn']} step() {'ended' if terminated else 'went on with'} the episode but "
+                    f"continues() says {goes_on} (verdict feedback: {str(verdict.feedback)[:60]!r})")
+        if goes_on and env.chat and obs[-1] != env.feedback_turn(verdict):
+            return f"step()'s next observation ends with {str(obs[-1])[:80]}, not feedback_turn()'s message"
+    return None
+
+
 def _odd_inputs(env: Any, seeds: tuple[int, ...], rollouts: int) -> Optional[str]:
     for text in ODD_COMPLETIONS:
         env.reset(seed=seeds[0])
@@ -158,6 +174,9 @@ _CHECKS: list[tuple[str, Callable[[Any, tuple[int, ...], int], Optional[str]], s
      "draw tasks with self.np_random after super().reset(seed=seed)", _always),
     ("step returns a reward in [0, 1] and the verdict", _step_contract,
      "return the rubric's reward; infra failures must be Verdict.infra(...), not exceptions", _always),
+    ("step() continues an episode exactly when continues() says", _multi_turn_rule,
+     "decide in continues(verdict, turn) and build the feedback in feedback_turn(verdict); step() calls both",
+     lambda env: isinstance(env, VerifiableEnv) and env.max_turns > 1),
     ("odd completions score 0 without raising", _odd_inputs, "a verifier must turn any text into a verdict", _always),
     ("a right answer scores as correct", _references_pass, "check the verifier's extraction and comparison",
      lambda env: callable(getattr(env, "reference", None))),

@@ -7,7 +7,10 @@
 
 Single-turn by default (``max_turns=1``). With ``max_turns > 1`` a wrong answer
 that the verifier has feedback for (a failing test's output) comes back as the
-next observation, until the task is solved or the turns run out.
+next observation, until the task is solved or the turns run out. Whether an episode
+goes on is the env's decision alone: ``continues(verdict, turn)`` says it, and both
+``step()`` and the trainer's token-level rollouts (``proctor.trainer.multiturn``) ask it;
+``feedback_turn(verdict)`` is the user message that carries the feedback.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from .sources import TaskSource
 from .spaces import ChatSpace, TextSpace
 from .types import Prompt, Task, Verdict
 from .verifier import Rubric, Verifier
+
+# Text-mode (``chat=False``) observations join the episode's turns with this.
+TEXT_TURN_SEPARATOR = "\n\n"
 
 
 class VerifiableEnv(gym.Env):
@@ -85,13 +91,13 @@ class VerifiableEnv(gym.Env):
         verdict = self.rubric.score(self.task, action)
         self.history.append({"role": "assistant", "content": action})
         solved = verdict.scored and verdict.correct
-        more = (not solved and verdict.scored and verdict.feedback is not None and self.turn < self.max_turns)
+        more = self.continues(verdict, self.turn)
         info: dict[str, Any] = {"verdict": verdict, "parts": dict(verdict.parts), "correct": verdict.correct,
                                 "status": verdict.status, "turn": self.turn, "task_id": self.task.id}
         if not verdict.scored:
             info["drop"] = True   # not judged: train on nothing, count nothing
         if more:
-            self.history.append({"role": "user", "content": self.feedback_template.format(feedback=verdict.feedback)})
+            self.history.append(self.feedback_turn(verdict))
             return self._observation(), float(verdict.reward), False, False, info
         truncated = not solved and self.turn >= self.max_turns and self.max_turns > 1
         return self._observation(), float(verdict.reward), True, truncated, info
@@ -103,6 +109,21 @@ class VerifiableEnv(gym.Env):
 
     def close(self) -> None:
         self.rubric.close()
+
+    # ------------------------------------------------------------------ multi-turn rule
+    def continues(self, verdict: Verdict, turn: int) -> bool:
+        """Whether the episode goes on after the answer of turn ``turn`` (1 for the first
+        answer) was judged ``verdict``: a judged, wrong answer with feedback, and turns left.
+        ``step()`` and the trainer's multi-turn rollouts both follow this; override it (and
+        ``feedback_turn``) to change the rule, never one of them alone."""
+        return (verdict.scored and not verdict.correct and verdict.feedback is not None
+                and turn < self.max_turns)
+
+    def feedback_turn(self, verdict: Verdict) -> dict[str, str]:
+        """The user message that follows an answer ``continues`` goes on from."""
+        if verdict.feedback is None:
+            raise ValueError("feedback_turn() needs a verdict with feedback")
+        return {"role": "user", "content": self.feedback_template.format(feedback=verdict.feedback)}
 
     # ------------------------------------------------------------------ batch API (trainers)
     def score_batch(self, tasks: Sequence[Task], completions: Sequence[str]) -> list[Verdict]:
@@ -125,7 +146,7 @@ class VerifiableEnv(gym.Env):
             return [dict(m) for m in self.history]
         if self.task is None:
             return ""
-        return _text_prompt(self.task, self.system_prompt) if self.turn == 0 else "\n\n".join(
+        return _text_prompt(self.task, self.system_prompt) if self.turn == 0 else TEXT_TURN_SEPARATOR.join(
             m["content"] for m in self.history if m["role"] != "system")
 
 
