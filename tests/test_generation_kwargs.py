@@ -144,7 +144,7 @@ THINKING = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
 
 
 def test_chat_template_kwargs_reach_prompts_and_feedback_turns(model_and_tokenizer):
-    from proctor.trainer.multiturn import feedback_ids
+    from proctor.trainer.multiturn import ChatTurns
     from proctor.trainer.run import tokenize
 
     _, tok = model_and_tokenizer
@@ -154,7 +154,10 @@ def test_chat_template_kwargs_reach_prompts_and_feedback_turns(model_and_tokeniz
         item = suite.sample(1)[0]
         off = tok.decode(tokenize(suite, tok, item, chat_template_kwargs={"enable_thinking": False}))
         assert off.endswith("NOTHINK") and not tok.decode(tokenize(suite, tok, item)).endswith("NOTHINK")
-        assert tok.decode(feedback_ids(tok, "try again", {"enable_thinking": False})).endswith("NOTHINK")
+        chat = ChatTurns(tok, {"enable_thinking": False})
+        conversation = chat.start(suite.prompt_of(item), tokenize(suite, tok, item, {"enable_thinking": False}))
+        turn = chat.feedback_ids(conversation, [], {"role": "user", "content": "try again"})
+        assert tok.decode(turn).endswith("try again<|assistant|>NOTHINK")
     finally:
         tok.chat_template = saved
 
