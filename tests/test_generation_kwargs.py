@@ -145,7 +145,7 @@ THINKING = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
 
 def test_chat_template_kwargs_reach_prompts_and_feedback_turns(model_and_tokenizer):
     from proctor.trainer.multiturn import ChatTurns
-    from proctor.trainer.run import tokenize
+    from proctor.trainer.parts import tokenize
 
     _, tok = model_and_tokenizer
     saved, tok.chat_template = tok.chat_template, THINKING
@@ -173,7 +173,7 @@ def test_max_prompt_length_truncates_left_or_redraws_and_counts(model_and_tokeni
 
     from proctor.trainer.metrics import Stopwatch
     from proctor.trainer.rollout import TransformersGenerator
-    from proctor.trainer.run import tokenize
+    from proctor.trainer.parts import tokenize
     from proctor.trainer.sampling import PromptLimit, RolloutRunner
 
     model, tok = model_and_tokenizer

@@ -17,7 +17,7 @@ from proctor.trainer.config import GRPOConfig
 from proctor.trainer.ledger_view import ledger_table
 from proctor.trainer.passrate import PassRateMemory
 from proctor.trainer.probe import AnswerProbe, answer_reference, signal_chance
-from proctor.trainer.run import build_probe, selection_rules, tokenize
+from proctor.trainer.parts import build_probe, selection_rules, tokenize
 from proctor.trainer.sampling import PromptDrawer
 from proctor.trainer.selection import SelectionRules
 from tiny_runs import arithmetic_trainer

@@ -9,7 +9,7 @@ from proctor.envs import DifficultyKnob, EnvSuite, ListSource, SuiteItem, Task, 
 from proctor.envs.core.difficulty import LevelPassRate, check_knob, knob_effect_problem, measure_levels
 from proctor.trainer.config import GRPOConfig
 from proctor.trainer.passrate import PassRateMemory
-from proctor.trainer.run import build_frontier, selection_rules
+from proctor.trainer.parts import build_frontier, selection_rules
 from proctor.trainer.sampling import PromptDrawer
 from proctor.trainer.selection import Frontier, SelectionRules
 from tiny_runs import arithmetic_trainer

@@ -10,16 +10,16 @@
     7. row           the step's metrics, a pure function of what happened
 
 The formulas live in ``proctor.trainer.algo`` (matched to TRL numerically); the parts a
-trainer is made of in ``run.build_parts``; this file is the order of the phases.
+trainer is made of in ``parts.build_parts``; the loop, state, checkpoints and evaluation in
+``run.Run``; this file is the order of the phases.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, replace
-from pathlib import Path
-from typing import Any, Optional
+from dataclasses import replace
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -28,16 +28,15 @@ from proctor.envs import EnvSuite, SuiteItem
 from .algo import AdvantageStats, group_advantages
 from .batch import build_batch
 from .config import GRPOConfig, RolloutConfig
-from .consensus import Consensus
 from .learner import Learner
 from .metrics import Stopwatch, peak_memory_bytes
 from .objective import GRPOMicroLoss, fixed_logps, reference_logps
 from .pipeline import RolloutPipeline
-from .records import Generation, LearnStats, Ledger, LossSpec, Scored, StepValues, TrainBatch
+from .records import Generation, LearnStats, LossSpec, Scored, StepValues, TrainBatch
 from .rollout.factory import use_sleep
-from .run import build_parts, load_checkpoint, save_checkpoint, save_model, train_loop
-from .sampling import InfraGuard, groups_with_signal
-from .step_row import sample_rows, step_ledger, step_row, with_eval_tokens
+from .run import Run
+from .sampling import groups_with_signal
+from .step_row import step_row
 
 
 def is_mode(rollout: RolloutConfig) -> Optional[str]:
@@ -58,32 +57,26 @@ def _first_with_signal(fresh: Scored, group_size: int, wanted: int) -> tuple[Sco
     return fresh.keep_groups(taken, group_size), fresh.keep_groups([not t for t in taken], group_size)
 
 
-class GRPOTrainer:
+class GRPOTrainer(Run):
+    algorithm, title = "grpo", "GRPO"
+
     def __init__(self, config: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
                  eval_suite: Optional[EnvSuite] = None) -> None:
-        self.cfg, self.suite, self.tokenizer = config, suite, tokenizer
-        self.parts = p = build_parts(config, suite, model, tokenizer, eval_suite)
-        self.accelerator, self.generator, self.ref_model = p.accelerator, p.generator, p.ref_model
-        self.model, self.optimizer, self.scheduler = p.policy.model, p.policy.optimizer, p.policy.scheduler
+        p = self._build(config, suite, model, tokenizer, eval_suite)
         self.learner = Learner(p.accelerator, [p.policy], micro_batch_size=config.optim.micro_batch_size,
                                max_grad_norm=config.optim.max_grad_norm, warn=self._warn)
         self.spec = LossSpec.from_config(config.objective, config.rollout, config.optim)
         self.sleeping = use_sleep(config.rollout)   # colocated on a GPU: the engine frees memory for the update
         self.is_mode = is_mode(config.rollout)
-        self.agree = Consensus.of(p.accelerator)     # control-flow decisions, taken by every process together
-        self.infra = InfraGuard(config.optim.max_infra_frac, self._warn, total=self.agree.sum)
+        self._guard(self._warn)
         self.generation: Optional[Generation] = None   # the current generation batch (steps_per_generation)
-        self.totals = Ledger()                         # the run's token ledger
-        self.plots: list[Path] = []
-        self.start_step = 0
-        pending: list[list[SuiteItem]] = []
-        if config.checkpoint.resume_from:
-            pending = self.resume(config.checkpoint.resume_from)
+        self._pending: list[list[SuiteItem]] = []      # async: prompts of batches in flight at the checkpoint
         self.pipeline: Optional[RolloutPipeline] = None
+        self._resume_if_asked()
         if config.rollout.async_generation:
             self.pipeline = RolloutPipeline(p.rollouts, lambda: self.draw_prompts(config.data.prompts_per_step),
                                             p.generator, config.rollout.max_staleness, config.rollout.vllm.sync_every,
-                                            policy_step=self.start_step, pending=pending)
+                                            policy_step=self.start_step, pending=self._pending)
 
     # ================================================================== one step
     def step(self, step: int) -> dict[str, Any]:
@@ -233,29 +226,20 @@ class GRPOTrainer:
     def _row(self, step: int, part: Generation, learn: dict[str, float], watch: Stopwatch, step_s: float
              ) -> dict[str, Any]:
         scored, dropped, adv, rounds, lags = part.scored, part.dropped, part.advantages, part.rounds, part.lags
-        zero = adv.zero_signal.tolist()
-        taken = not learn.get("skipped_infra") and learn["skipped_nonfinite"] < self.cfg.objective.num_iterations
-        skipped = self.parts.drawer.memory.tokens_saved - self.totals.skipped_estimate   # since the last row
-        ledger = step_ledger(scored, adv.advantages.tolist(), dropped, taken, skipped)
-        self.totals = self.totals + ledger
+        ledger = self._ledger(step, scored, adv.advantages.tolist(), dropped, learn)
         kind, peak = peak_memory_bytes()
         sync = self.generator.last_sync
         values = StepValues(
-            step=step, scored=scored, zero_signal=zero, zero_signal_frac=adv.frac_zero_signal, learn=learn,
-            times=dict(watch.totals), step_s=step_s, ledger=ledger, totals=self.totals, lr=self.learner.lr,
+            step=step, scored=scored, zero_signal=adv.zero_signal.tolist(), zero_signal_frac=adv.frac_zero_signal,
+            learn=learn, times=dict(watch.totals), step_s=step_s, ledger=ledger, totals=self.totals, lr=self.learner.lr,
             # async: the version the engine holds once the queued syncs land (the applied one races the thread)
             weight_version=self.pipeline.next_version if self.pipeline is not None else self.generator.weight_version,
             memory_kind=kind, peak_memory_bytes=peak,
             rounds=rounds, lags=lags, sync_bytes=sync.bytes if sync is not None else None,
             dropped=dropped if self.cfg.data.dynamic_sampling else None, extra=self.parts.drawer.report())
-        self.parts.log.samples(sample_rows(step, scored, self.cfg.rollout.group_size, self.cfg.log.sample_completions))
         return step_row(values)
 
     # ================================================================== the parts, for callers and tests
-    def draw_prompts(self, n: int) -> list[SuiteItem]:
-        """n tasks from the suite; with pass-rate memory, prompts predicted zero-signal are skipped."""
-        return self.parts.drawer.draw(n)
-
     def rollout(self, items: list[SuiteItem], watch: Stopwatch) -> Scored:
         return self.parts.rollouts(items, watch)
 
@@ -269,58 +253,25 @@ class GRPOTrainer:
     def _warn(self, message: str) -> None:
         self.parts.log.console.print(f"[yellow]warning:[/yellow] {message}")
 
-    # ================================================================== state and the run
-    def state_dict(self, step: int) -> dict[str, Any]:
-        """This process's state after ``step``, as plain data (weights and optimizer go through accelerate)."""
-        return {"step": step, "drawer": self.parts.drawer.state_dict(), "totals": asdict(self.totals),
-                "weight_version": self.generator.weight_version,
-                # async: prompts drawn for batches still being generated; regenerated after a resume
-                "pending_batches": self.pipeline.pending_items() if self.pipeline is not None else [],
-                # steps_per_generation: the rest of the generation batch, when steps of it remain
-                "generation": (self.generation.to("cpu") if self.generation is not None
-                               and step % self.cfg.optim.steps_per_generation else None),
-                "config": self.cfg.to_dict()}
+    # ================================================================== GRPO's own state and close
+    def _own_state(self, step: int) -> dict[str, Any]:
+        return {
+            # async: prompts drawn for batches still being generated; regenerated after a resume
+            "pending_batches": self.pipeline.pending_items() if self.pipeline is not None else [],
+            # steps_per_generation: the rest of the generation batch, when steps of it remain
+            "generation": (self.generation.to("cpu") if self.generation is not None
+                           and step % self.cfg.optim.steps_per_generation else None)}
 
-    def load_state_dict(self, state: dict[str, Any]) -> list[list[SuiteItem]]:
-        """Restore ``state_dict``'s output; returns the prompts of the batches that were in flight."""
-        self.start_step = int(state["step"])
-        self.parts.drawer.load_state_dict(state["drawer"])
-        self.totals = Ledger.from_state(state["totals"])
+    def _load_own_state(self, state: dict[str, Any]) -> None:
         generation = state.get("generation")
         self.generation = None if generation is None else generation.to(self.accelerator.device)
-        # The engine holds the initial weights: give it the restored ones (never resume stale).
-        self.generator.restore(state["weight_version"])
-        return list(state.get("pending_batches", []))
+        self._pending = list(state.get("pending_batches", []))
 
-    def save_checkpoint(self, step: int) -> Path:
-        return save_checkpoint(self.parts, self.cfg.output_dir, step, self.state_dict(step),
-                               keep=self.cfg.checkpoint.save_total_limit)
+    def _on_engine(self, fn: Callable[[], dict[str, float]]) -> dict[str, float]:
+        # async: on the engine's thread, after the batches queued before it
+        return self.pipeline.run(fn) if self.pipeline is not None else fn()
 
-    def resume(self, where: str) -> list[list[SuiteItem]]:
-        path, state = load_checkpoint(self.parts, self.cfg.output_dir, where)
-        pending = self.load_state_dict(state)
-        self.parts.log.truncate_after(self.start_step)
-        self.parts.log.console.print(f"resumed from {path} after step {self.start_step}")
-        return pending
-
-    def save_model(self, path: Path) -> None:
-        save_model(self.parts, self.tokenizer, path)
-
-    def evaluate(self) -> dict[str, float]:
-        """The eval_* values under the current weights ({} when eval.every is 0); async: on the engine's thread,
-        after the batches queued before it."""
-        if self.parts.evaluate is None:
-            return {}
-        values = self.pipeline.run(self.parts.evaluate) if self.pipeline is not None else self.parts.evaluate()
-        values, self.totals = with_eval_tokens(values, self.totals, self.agree.sum)
-        return values
-
-    def train(self) -> list[dict[str, Any]]:
-        try:
-            rows, self.plots = train_loop(self, self.parts, self.cfg, self.start_step, "GRPO")
-            return rows
-        finally:
-            if self.pipeline is not None:
-                self.pipeline.close()
-            self.parts.rollouts.close()
-            self.parts.stop_generator()
+    def close(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.close()
+        super().close()

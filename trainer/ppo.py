@@ -14,13 +14,12 @@ from __future__ import annotations
 import math
 import time
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import torch
 
-from proctor.envs import EnvSuite, SuiteItem
+from proctor.envs import EnvSuite
 
 from .algo import kl_estimate, policy_loss
 from .algo.gae import gae, token_rewards, value_loss, whiten
@@ -29,11 +28,9 @@ from .config import GRPOConfig
 from .learner import Learner, Trainable, disable_dropout
 from .metrics import Stopwatch, peak_memory_bytes
 from .objective import fixed_logps, reference_logps
-from .records import LearnStats, Ledger, LossSpec, Scored, StepValues, TrainBatch
-from .consensus import Consensus
-from .sampling import InfraGuard
-from .run import build_parts, load_checkpoint, save_checkpoint, save_model, train_loop
-from .step_row import sample_rows, step_ledger, step_row, with_eval_tokens
+from .records import LearnStats, LossSpec, Scored, StepValues, TrainBatch
+from .run import Run
+from .step_row import step_row
 
 
 class ValueModel(torch.nn.Module):
@@ -93,15 +90,14 @@ class PPOMicroLoss:
         return pol.loss + val.loss / n_micro, logged
 
 
-class PPOTrainer:
+class PPOTrainer(Run):
     """PPO built from the same parts as GRPO (rollouts, envs, learner, logs), plus a critic."""
+
+    algorithm, title = "ppo", "PPO"
 
     def __init__(self, config: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any, critic: ValueModel,
                  eval_suite: Optional[EnvSuite] = None) -> None:
-        self.cfg, self.suite, self.tokenizer = config, suite, tokenizer
-        self.parts = p = build_parts(config, suite, model, tokenizer, eval_suite)
-        self.accelerator, self.generator, self.ref_model = p.accelerator, p.generator, p.ref_model
-        self.model, self.optimizer = p.policy.model, p.policy.optimizer
+        p = self._build(config, suite, model, tokenizer, eval_suite)
         if config.objective.beta > 0 and self.ref_model is None and config.optim.lora_rank == 0:
             raise ValueError("PPO with objective.beta > 0 needs the reference model")
         disable_dropout(critic)
@@ -112,15 +108,8 @@ class PPOTrainer:
                                micro_batch_size=config.optim.micro_batch_size, max_grad_norm=config.optim.max_grad_norm,
                                warn=lambda m: p.log.console.print(f"[yellow]warning:[/yellow] {m}"))
         self.spec = LossSpec.from_config(config.objective, config.rollout)
-        self.agree = Consensus.of(p.accelerator)     # control-flow decisions, taken by every process together
-        self.infra = InfraGuard(config.optim.max_infra_frac, self.learner.warn, total=self.agree.sum)
-        self.totals = Ledger()                         # the run's token ledger
-        self.plots: list[Path] = []
-        self.start_step = 0
-        if config.checkpoint.resume_from:
-            path, state = load_checkpoint(p, config.output_dir, config.checkpoint.resume_from)
-            self.load_state_dict(state)
-            p.log.truncate_after(self.start_step)
+        self._guard(self.learner.warn)
+        self._resume_if_asked()   # after the critic is prepared: the checkpoint holds it too
 
     def step(self, step: int) -> dict[str, Any]:
         watch, t_step = Stopwatch(), time.perf_counter()
@@ -170,10 +159,7 @@ class PPOTrainer:
     def _row(self, step: int, scored: Scored, learn: dict[str, float], watch: Stopwatch, step_s: float
              ) -> dict[str, Any]:
         zero = [False] * len(scored.rollouts)   # no groups: every judged sample teaches through the critic
-        taken = not learn.get("skipped_infra") and learn["skipped_nonfinite"] < self.cfg.objective.num_iterations
-        skipped = self.parts.drawer.memory.tokens_saved - self.totals.skipped_estimate   # since the last row
-        ledger = step_ledger(scored, [1.0 if v.scored else 0.0 for v in scored.verdicts], None, taken, skipped)
-        self.totals = self.totals + ledger
+        ledger = self._ledger(step, scored, [1.0 if v.scored else 0.0 for v in scored.verdicts], None, learn)
         kind, peak = peak_memory_bytes()
         extra = {"algorithm": "ppo", **{k: learn.get(k, math.nan)
                                         for k in ("value_loss", "value_clip_frac", "explained_variance")},
@@ -182,41 +168,4 @@ class PPOTrainer:
                             times=dict(watch.totals), step_s=step_s, ledger=ledger, totals=self.totals,
                             lr=self.learner.lr, weight_version=self.generator.weight_version,
                             memory_kind=kind, peak_memory_bytes=peak, extra=extra)
-        self.parts.log.samples(sample_rows(step, scored, self.cfg.rollout.group_size, self.cfg.log.sample_completions))
         return step_row(values)
-
-    # ================================================================== state and the run
-    def state_dict(self, step: int) -> dict[str, Any]:
-        return {"step": step, "drawer": self.parts.drawer.state_dict(), "totals": asdict(self.totals),
-                "weight_version": self.generator.weight_version, "config": self.cfg.to_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.start_step = int(state["step"])
-        self.parts.drawer.load_state_dict(state["drawer"])
-        self.totals = Ledger.from_state(state["totals"])
-        self.generator.restore(state["weight_version"])
-
-    def save_checkpoint(self, step: int) -> Path:
-        return save_checkpoint(self.parts, self.cfg.output_dir, step, self.state_dict(step),
-                               keep=self.cfg.checkpoint.save_total_limit)
-
-    def save_model(self, path: Path) -> None:
-        save_model(self.parts, self.tokenizer, path)
-
-    def evaluate(self) -> dict[str, float]:
-        """The eval_* values under the current weights ({} when eval.every is 0)."""
-        if self.parts.evaluate is None:
-            return {}
-        values, self.totals = with_eval_tokens(self.parts.evaluate(), self.totals, self.agree.sum)
-        return values
-
-    def draw_prompts(self, n: int) -> list[SuiteItem]:
-        return self.parts.drawer.draw(n)
-
-    def train(self) -> list[dict[str, Any]]:
-        try:
-            rows, self.plots = train_loop(self, self.parts, self.cfg, self.start_step, "PPO")
-            return rows
-        finally:
-            self.parts.rollouts.close()
-            self.parts.stop_generator()

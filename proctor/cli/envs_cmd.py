@@ -168,7 +168,7 @@ def _probe_rates(model: str, template: str):  # noqa: ANN202 - (env, tasks) → 
     temperature 1, from the same model through the trainer's prompt tokenisation."""
     from proctor.envs import EnvSuite, SuiteItem
     from proctor.trainer.probe import AnswerProbe, answer_reference
-    from proctor.trainer.run import tokenize
+    from proctor.trainer.parts import tokenize
     from proctor.trainer.sampling_params import SamplingParams
 
     lm, tok, generator = _load_model(model)
@@ -194,7 +194,7 @@ def _model_completer(model: str):  # noqa: ANN202 - (env, tasks) → completions
     """One sampled completion per task (temperature 1, up to 64 new tokens) from a causal LM,
     through the trainer's own prompt tokenisation and transformers generator."""
     from proctor.envs import EnvSuite, SuiteItem
-    from proctor.trainer.run import tokenize
+    from proctor.trainer.parts import tokenize
     from proctor.trainer.sampling_params import SamplingParams
 
     _, tok, generator = _load_model(model)
