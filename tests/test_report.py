@@ -16,7 +16,7 @@ def _write_run(run_dir, steps=20):
     rows = []
     for s in range(1, steps + 1):
         rows.append({"step": s, "reward_mean": s / steps, "zero_signal_frac": 0.5, "tokens_generated": 100,
-                     "tokens_learned": 60, "zero_signal_tokens": 40, "tokens_saved_by_skip": 10 * s,
+                     "tokens_learned": 60, "zero_signal_tokens": 40, "tokens_skipped_estimate_cumulative": 10 * s,
                      "tokens_probed_cumulative": 300 * s,
                      "peak_memory_bytes": 1000 + s, "time_step_s": 0.5, "memory_peak_gb": 1e-6})
     run_dir.mkdir(parents=True)

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from rich.table import Table
 
-from .metric_rows import eval_rows, moving_average, train_rows
+from .metric_rows import eval_rows, moving_average, skipped_estimate, train_rows
 
 # (row key of the cumulative count, what it means)
 FATES = (
@@ -46,7 +46,7 @@ def ledger_table(rows: list[dict[str, Any]]) -> Optional[Table]:
         n = int(last.get(key) or 0)
         table.add_row(label, f"{n:,}", f"{n / total:.1%}")
     table.add_row("[bold]generated[/bold]", f"[bold]{total:,}[/bold]", "100.0%")
-    skipped = int(last.get("tokens_saved_by_skip") or 0)
+    skipped = skipped_estimate(last)
     if skipped:
         table.add_row("not generated: skipped prompts (estimate)", f"~{skipped:,}", "-")
     probed = max((int(r.get("tokens_probed_cumulative") or 0) for r in rows), default=0)

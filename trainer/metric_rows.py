@@ -25,4 +25,10 @@ def moving_average(values: list[float], window: int) -> list[float]:
     return out
 
 
-__all__ = ["eval_rows", "moving_average", "train_rows"]
+def skipped_estimate(row: dict[str, Any]) -> int:
+    """The run's estimate of tokens not generated for skipped prompts, as of ``row``
+    (``tokens_saved_by_skip`` in runs logged before the key was named for what it is)."""
+    return int(row.get("tokens_skipped_estimate_cumulative", row.get("tokens_saved_by_skip")) or 0)
+
+
+__all__ = ["eval_rows", "moving_average", "skipped_estimate", "train_rows"]

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .ledger_view import last_ledger
+from .metric_rows import skipped_estimate
 from .metrics import METRICS_FILE, mean_of, plot_run, read_metrics, train_rows
 
 
@@ -55,7 +56,7 @@ def build_report(run_dir: str | Path, plots: bool = True) -> RunReport:
         tokens_generated=total("tokens_generated"),
         tokens_learned=total("tokens_learned"),
         tokens_zero_signal=total("zero_signal_tokens"),
-        tokens_saved_by_skip=int(rows[-1].get("tokens_saved_by_skip") or 0),
+        tokens_saved_by_skip=skipped_estimate(rows[-1]),
         tokens_probed=int(max((r.get("tokens_probed_cumulative") or 0 for r in rows), default=0)),
         tokens_dropped=ledger.get("tokens_dropped_cumulative"),
         tokens_unused=ledger.get("tokens_unused_cumulative"),

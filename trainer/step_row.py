@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 from proctor.envs import EnvSuite
 
+from .metric_schema import Metric, metric_of, reduce_values
 from .records import Ledger, Scored, StepValues
 
 LEARN_KEYS = ("sampler_logp_diff_mean", "sampler_logp_diff_max", "sampler_ratio_min", "sampler_ratio_mean",
@@ -43,7 +44,7 @@ def ledger_values(ledger: Ledger, totals: Ledger) -> dict[str, Any]:
         "zero_signal_tokens": ledger.taught_nothing,
         "zero_signal_token_frac": ledger.taught_nothing / ledger.rollouts if ledger.rollouts else 0.0,
         "tokens_skipped_estimate": ledger.skipped_estimate,
-        "tokens_saved_by_skip": totals.skipped_estimate,   # an estimate, run so far
+        "tokens_skipped_estimate_cumulative": totals.skipped_estimate,   # an estimate, run so far
         "tokens_cumulative": totals.rollouts,
         "tokens_learned_cumulative": totals.learned,
         "tokens_zero_signal_cumulative": totals.taught_nothing,
@@ -145,24 +146,26 @@ def sample_rows(step: int, scored: Scored, group_size: int, limit: int) -> Itera
                "info": {k: str(x)[:300] for k, x in v.info.items()}}
 
 
-def gather_row(accelerator: Any, row: dict[str, Any]) -> dict[str, Any]:
-    """One row for the run: token and count metrics summed over processes, the rest averaged."""
+def gather_row(accelerator: Any, row: dict[str, Any], warn: Callable[[str], None] = print) -> dict[str, Any]:
+    """One row for the run from every process's: each metric combined as ``metric_schema``
+    declares it (counts and tokens summed, times and peaks the largest, rates averaged)."""
     if accelerator.num_processes == 1:
         return row
     rows = accelerator.gather_for_metrics([row], use_gather_object=True)
     out: dict[str, Any] = {"step": row["step"], "processes": len(rows)}
     for key in row:
-        values = [r.get(key) for r in rows if isinstance(r.get(key), (int, float))]
-        if key == "step" or not values:
-            out.setdefault(key, row[key])
-        elif key.startswith(("tokens_", "zero_signal_tokens", "infra_")):
-            out[key] = sum(values)
-        elif key.startswith(("peak_memory", "memory_peak", "time_", "completion_len_max")):
-            out[key] = max(values)
-        else:
-            finite = [x for x in values if not (isinstance(x, float) and math.isnan(x))]
-            out[key] = sum(finite) / len(finite) if finite else math.nan
+        values = [r[key] for r in rows if key in r]
+        metric = metric_of(key)
+        if metric is None:
+            if key not in _WARNED:
+                _WARNED.add(key)
+                warn(f"metric {key!r} is declared nowhere (trainer/metric_schema.py): averaged over processes")
+            metric = Metric(key, "mean", "", "undeclared")
+        out[key] = reduce_values(metric, values)
     return out
+
+
+_WARNED: set[str] = set()
 
 
 __all__ = ["gather_row", "ledger_values", "sample_rows", "sampled_tokens", "step_ledger", "step_row", "with_eval_tokens"]
