@@ -5,6 +5,13 @@ losses divide by (summed over every process), the non-finite guard, gradient cli
 and the optimizer and scheduler steps. GRPO and PPO give it a ``MicroLoss``: a function
 of one micro-batch that returns its loss and the values to log.
 
+Each micro-batch carries the whole batch's rows and tokens (``part.whole``), so a loss can
+divide by the batch's counts rather than its own: the micro-batches' gradients then add up
+to the whole batch's for any micro-batch size, a short last one included (GRPO's
+``policy_loss`` does, for every loss type). Logged means are combined over the batch by
+their counts (``records.Mean``), minima and maxima as such, so that the update's entropy,
+clip fractions and ratios are over all its tokens, not an average of micro-batch averages.
+
 The guard: a NaN/inf loss or gradient norm would poison the weights for good, so that
 update is dropped, counted in ``skipped_nonfinite`` and in ``nonfinite_streak`` (the
 run stops after ``max_nonfinite_steps`` in a row, with a checkpoint). Under fp16 a grad
@@ -23,19 +30,25 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional, Protocol
 
 import torch
 
-from .records import LearnStats, TrainBatch
+from .records import LearnStats, RowCount, TrainBatch, combine
 
 
 class MicroLoss(Protocol):
     def __call__(self, part: TrainBatch, rows: slice, n_micro: int, pass_index: int
-                 ) -> tuple[torch.Tensor, dict[str, float]]:
+                 ) -> tuple[torch.Tensor, dict[str, Any]]:
         """The loss of ``part`` (rows ``rows`` of the batch; one of ``n_micro`` micro-batches,
-        already divided for accumulation) and its logged values, on pass ``pass_index``."""
+        already divided for accumulation) and its logged values, on pass ``pass_index``.
+
+        ``part.whole`` holds the rows and tokens of the whole batch (its inert rows included):
+        a loss that divides by them, not by the micro-batch's own counts and ``n_micro``, adds
+        up to the batch's loss for any split, a short last micro-batch included. A logged
+        value is a float (averaged over the micro-batches) or a ``Mean``, ``Min`` or ``Max``
+        (combined over the batch: ``records.combine``); "loss" is summed."""
         ...
 
 
@@ -89,7 +102,7 @@ class Learner:
     def update(self, batch: TrainBatch, loss: MicroLoss, passes: int = 1) -> LearnStats:
         """``passes`` optimizer steps over ``batch`` (μ), each accumulating every micro-batch."""
         micro = self.micro_batches(len(batch))
-        values: dict[str, list[float]] = {}
+        values: dict[str, list[Any]] = {}
         stats = LearnStats(learned_rows=len(batch), lr=self.lr)   # the rate this update applies
         for p in self.parts:
             p.model.train()   # gradient checkpointing runs in train mode only; dropout is off
@@ -101,12 +114,12 @@ class Learner:
         finally:
             for p in self.parts:
                 p.model.eval()
-        stats.values = {k: sum(v) / len(v) for k, v in values.items() if k != "loss"}
+        stats.values = {k: combine(v) for k, v in values.items() if k != "loss"}
         stats.loss = sum(values.get("loss", [0.0]))   # the per-micro losses add up to the step's loss
         return stats
 
     def _accumulate(self, batch: TrainBatch, micro: list[slice], loss: MicroLoss, index: int,
-                    values: dict[str, list[float]]) -> list[float]:
+                    values: dict[str, list[Any]]) -> list[float]:
         if not micro:
             # Nothing taught this step: the update is Adam's with zero gradients, exactly what
             # the full backward would have produced.
@@ -115,9 +128,12 @@ class Learner:
                     if param.requires_grad:
                         param.grad = torch.zeros_like(param)
         losses = []
+        whole = batch.counts()
         try:
             for i, rows in enumerate(micro):
-                value, logged = loss(batch.slice(rows), rows, len(micro), index)
+                # every micro-batch knows the batch's counts; the first accounts for its inert rows
+                part = replace(batch.slice(rows), whole=whole, inert=batch.inert if i == 0 else RowCount())
+                value, logged = loss(part, rows, len(micro), index)
                 self._backward(value, boundary=i == len(micro) - 1)
                 for key, v in logged.items():
                     values.setdefault(key, []).append(v)

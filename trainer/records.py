@@ -53,10 +53,67 @@ class Scored:
                       self.prompts_dropped + other.prompts_dropped)
 
 
+@dataclass(frozen=True)
+class Mean:
+    """A logged mean that micro-batches combine by their counts: the update logs
+    sum(total) / sum(count), the mean over the whole batch, not the mean of the micro-batches'
+    means (which over-weights a short micro-batch). NaN when the count is 0."""
+
+    total: float
+    count: float
+
+
+@dataclass(frozen=True)
+class Min:
+    """A logged minimum: the update logs the least over its micro-batches."""
+
+    value: float
+
+
+@dataclass(frozen=True)
+class Max:
+    """A logged maximum: the update logs the greatest over its micro-batches."""
+
+    value: float
+
+
+def combine(values: list[Any]) -> float:
+    """One logged value of an update from its micro-batches' (see Mean, Min, Max); plain floats
+    are averaged."""
+    first = values[0]
+    if isinstance(first, Mean):
+        count = sum(v.count for v in values)
+        return sum(v.total for v in values) / count if count else math.nan
+    if isinstance(first, Min):
+        return min(v.value for v in values)
+    if isinstance(first, Max):
+        return max(v.value for v in values)
+    return sum(values) / len(values)
+
+
+@dataclass(frozen=True)
+class RowCount:
+    """Rows and masked (learned) tokens: of the rows a batch left out as inert, or of the
+    whole batch a micro-batch was cut from."""
+
+    rows: int = 0
+    tokens: float = 0.0
+
+    def __add__(self, other: "RowCount") -> "RowCount":
+        return RowCount(self.rows + other.rows, self.tokens + other.tokens)
+
+
 @dataclass
 class TrainBatch:
     """Right-padded prompt+completion rows; per-token tensors are over *target* positions
-    (position j predicts token j+1), with ``mask`` set on completion tokens only."""
+    (position j predicts token j+1), with ``mask`` set on completion tokens only.
+
+    ``inert``: rows :meth:`select` left out whose loss and gradient are exactly zero (advantage
+    0, or no learned token). They are skipped, not forgotten: they stay in the batch's counts
+    (what grpo, bnpo and dr_grpo divide by) and in the clip fractions' denominators, as TRL
+    counts every completion token. The learner hands them to the batch's first micro-batch,
+    so that they are counted once. ``whole``: set by the learner on each micro-batch, the
+    counts of the batch it was cut from, inert rows included."""
 
     input_ids: torch.Tensor        # [B, L]
     attention_mask: torch.Tensor   # [B, L]
@@ -64,19 +121,33 @@ class TrainBatch:
     mask: torch.Tensor             # [B, L-1] float: 1 on the completion's tokens
     advantages: torch.Tensor       # [B]
     sampler_logp: torch.Tensor     # [B, L-1]: the sampler's log-probs on the mask, 0 elsewhere
+    inert: RowCount = RowCount()
+    whole: Optional[RowCount] = None
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
 
+    def counts(self) -> RowCount:
+        """This batch's rows and masked tokens, the inert rows it left out included."""
+        return RowCount(len(self), float(self.mask.sum())) + self.inert
+
     def slice(self, rows: slice) -> "TrainBatch":
+        """Rows ``rows``, a batch of their own (no inert rows, no whole)."""
         return TrainBatch(*(t[rows] for t in self.tensors()))
 
     def select(self, keep: torch.Tensor) -> "TrainBatch":
-        """The rows where ``keep`` (bool [B]) is set."""
-        return TrainBatch(*(t[keep] for t in self.tensors()))
+        """The rows where ``keep`` (bool [B]) is set; rows left out with advantage 0 or no
+        learned token are counted in ``inert`` (any other row left out is gone)."""
+        gone = ~keep
+        tokens = self.mask.sum(-1)
+        inert = gone & ((self.advantages == 0).reshape(len(self), -1).all(-1) | (tokens == 0))
+        left = RowCount(int(inert.sum()), float(tokens[inert].sum()))
+        return TrainBatch(*(t[keep] for t in self.tensors()), inert=self.inert + left)
 
     def to(self, device: Any) -> "TrainBatch":
-        return TrainBatch(*(t.to(device) for t in self.tensors()))
+        return replace(self, **{f: getattr(self, f).to(device) for f in self.TENSORS})
+
+    TENSORS = ("input_ids", "attention_mask", "targets", "mask", "advantages", "sampler_logp")
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         return (self.input_ids, self.attention_mask, self.targets, self.mask, self.advantages, self.sampler_logp)

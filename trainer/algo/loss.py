@@ -8,7 +8,8 @@ Per completion i and token t, with mask m_it, log-ratio l_it = log pi_theta - lo
     rho     = min(rho, delta)   if delta is set                  INTELLECT-2; applied after rho^ is taken
     L_it    = -min(rho A_i, rho^ A_i) + beta KL_it               KL (k3) is added, not importance-weighted
 
-and the per-micro-batch scalar (M = gradient accumulation steps, P = processes):
+and the per-micro-batch scalar (M = gradient accumulation steps, P = processes), as TRL
+1.16's ``GRPOTrainer._compute_loss`` computes it for one micro-batch of B rows:
 
     grpo     (1/M) (1/B) sum_i  sum_t L m / max(1, sum_t m)      mean of per-sequence means
     bnpo     (1/M) sum_it L m / max(1, sum_it m)                 token mean of this micro-batch
@@ -20,6 +21,22 @@ and the per-micro-batch scalar (M = gradient accumulation steps, P = processes):
 
 An entropy bonus subtracts ``entropy_coef * (masked mean entropy of the micro-batch) / M``;
 TRL 1.16 deliberately does not use the loss type's normaliser for it.
+
+TRL's grpo, bnpo and dr_grpo normalise each micro-batch by its own rows or tokens and then
+divide by M, so the accumulated loss is the batch's only when every micro-batch has the same
+rows (grpo, dr_grpo) or the same tokens (bnpo, the entropy bonus): a short last micro-batch
+weighs each of its rows more. Given the whole batch's counts on this process,
+B_all = ``batch_rows`` and T_all = ``batch_tokens``, each micro-batch takes its share instead:
+
+    grpo     sum_i [sum_t L m / max(1, sum_t m)] / B_all
+    bnpo     sum_it L m / max(1, T_all)
+    dr_grpo  sum_it L m / (B_all * max_completion_length)
+    entropy  entropy_coef * sum_it H m / max(1, T_all)
+
+and the micro-batches add up to the loss of the whole batch, for any split (dapo already does:
+N does not depend on the split). With equal micro-batches this is TRL's grpo and dr_grpo
+exactly (B_all = M B); TRL's bnpo and entropy bonus differ from it whenever the micro-batches
+hold different token counts (TRL documents its bnpo as depending on the local batch size).
 
 The mask is the caller's: it must already exclude padding, prompt and tool-output tokens
 and, if wanted, whole truncated completions (see ``mask_truncated``). Masked positions get
@@ -53,6 +70,12 @@ class LossOutput:
     ratio_max: Tensor
     kl_mean: Tensor | None       # masked token mean of the KL estimate; None without ref_logp
     entropy_mean: Tensor | None  # masked token mean of the entropy; None without entropy
+    # What the means above are over, so that micro-batches combine into the batch's mean
+    # (sum = mean * count): the masked tokens; the clip fractions' units (tokens, or sequences
+    # for "sequence"); the ratio's (tokens, or non-empty sequences).
+    tokens: Tensor | None = None
+    clip_count: Tensor | None = None
+    ratio_count: Tensor | None = None
 
 
 def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
@@ -98,6 +121,8 @@ def policy_loss(
     entropy: Tensor | None = None,
     entropy_coef: float = 0.0,
     is_weight: Tensor | None = None,
+    batch_rows: int | None = None,
+    batch_tokens: float | Tensor | None = None,
 ) -> LossOutput:
     """Clipped GRPO surrogate loss for one micro-batch (see the module docstring for the formulas).
 
@@ -111,6 +136,12 @@ def policy_loss(
     micro-batch is all there is (its own token count, no P, M or S scaling).
     ``steps_per_generation`` defaults to ``grad_accum_steps``, TRL's default.
     In evaluation TRL uses M = S = 1.
+
+    ``batch_rows`` / ``batch_tokens``: the rows and masked tokens of the whole batch this
+    micro-batch belongs to (this process's). Given, grpo, dr_grpo (rows), bnpo and the entropy
+    bonus (tokens) divide by them instead of by this micro-batch's counts and M, so that the
+    micro-batches' losses and gradients add up to the whole batch's for any split (module
+    docstring). None: TRL's per-micro-batch normalisers.
     """
     if logp.dim() != 2 or mask.shape != logp.shape:
         raise ValueError(f"logp and mask must both be [B, T]; got {tuple(logp.shape)}, {tuple(mask.shape)}")
@@ -160,20 +191,24 @@ def policy_loss(
 
     # [B, 1] for a sequence-level loss without KL: multiplying by the mask broadcasts it to [B, T].
     loss = _aggregate(per_token_loss * m, m, loss_type, max_completion_length, num_items_in_batch,
-                      num_processes, M, S)
+                      num_processes, M, S, batch_rows, batch_tokens)
 
     entropy_mean = None
     if entropy is not None:
-        # Entropy bonus: the micro-batch's mean token entropy, scaled only for accumulation.
+        # Entropy bonus: the mean token entropy, scaled only for accumulation (TRL), or this
+        # micro-batch's share of the whole batch's mean when its token count is given.
         entropy_term = masked_mean(clean(entropy), m)
         if entropy_coef != 0.0:
-            loss = loss - entropy_coef * entropy_term / M
+            if batch_tokens is None:
+                loss = loss - entropy_coef * entropy_term / M
+            else:
+                loss = loss - entropy_coef * (clean(entropy) * m).sum() / _at_least_one(batch_tokens, m)
         entropy_mean = entropy_term.detach()
 
     with torch.no_grad():
         clip = _clip_metrics(ratio, log_importance, advantages, valid, m, epsilon_low, eps_high, importance_level)
     return LossOutput(loss=loss, **clip, kl_mean=None if kl is None else masked_mean(kl.detach(), m),
-                      entropy_mean=entropy_mean)
+                      entropy_mean=entropy_mean, tokens=m.sum())
 
 def _log_importance(log_ratio: Tensor, m: Tensor, level: ImportanceLevel) -> Tensor:
     """log rho = log pi_theta - log pi_old, per token [B, T] or (GSPO) the sequence mean [B, 1]."""
@@ -184,20 +219,29 @@ def _log_importance(log_ratio: Tensor, m: Tensor, level: ImportanceLevel) -> Ten
     raise ValueError(f"unknown importance_level {level!r}: expected 'token' or 'sequence'")
 
 
+def _at_least_one(count: float | Tensor, m: Tensor) -> Tensor:
+    return torch.as_tensor(count, device=m.device).to(m.dtype).clamp(min=1.0)
+
+
 def _aggregate(masked_loss: Tensor, m: Tensor, loss_type: LossType, max_completion_length: int | None,
-               num_items_in_batch: float | Tensor | None, num_processes: int, M: int, S: int) -> Tensor:
+               num_items_in_batch: float | Tensor | None, num_processes: int, M: int, S: int,
+               batch_rows: int | None = None, batch_tokens: float | Tensor | None = None) -> Tensor:
     """The micro-batch loss from the masked per-token losses [B, T], by ``loss_type`` (module docstring)."""
     B, T = m.shape
     if loss_type == "grpo":
-        return (masked_loss.sum(-1) / m.sum(-1).clamp(min=1.0)).mean() / M
+        per_sequence = masked_loss.sum(-1) / m.sum(-1).clamp(min=1.0)
+        return per_sequence.mean() / M if batch_rows is None else per_sequence.sum() / max(1, batch_rows)
     if loss_type == "bnpo":
-        return masked_loss.sum() / m.sum().clamp(min=1.0) / M
+        if batch_tokens is None:
+            return masked_loss.sum() / m.sum().clamp(min=1.0) / M
+        return masked_loss.sum() / _at_least_one(batch_tokens, m)
     if loss_type == "dr_grpo":
         L = T if max_completion_length is None else max_completion_length
-        return masked_loss.sum() / (B * L) / M
+        return masked_loss.sum() / (B * L) / M if batch_rows is None else masked_loss.sum() / (max(1, batch_rows) * L)
     if loss_type == "dapo":
         if num_items_in_batch is None:
-            return masked_loss.sum() / m.sum().clamp(min=1.0)
+            tokens = m.sum() if batch_tokens is None else batch_tokens
+            return masked_loss.sum() / _at_least_one(tokens, m)
         # N counts the whole generation batch (S micro-batches, P ranks): rescale it to the
         # tokens of one accumulation window on one rank, so that the accumulated and
         # DDP-averaged gradient is that of the global token mean.
@@ -214,15 +258,16 @@ def _clip_metrics(ratio: Tensor, log_importance: Tensor, advantages: Tensor, val
     high = ((ratio > 1.0 + eps_high) & (advantages > 0)).to(m.dtype)
     region = torch.maximum(low, high)
     raw_ratio = torch.exp(log_importance)  # before the delta cap: how far pi_theta has drifted
+    if level == "sequence" and low.shape[1] == 1:
+        # One flag per sequence, averaged over all B sequences (as TRL logs them).
+        low, high, region = low.mean(), high.mean(), region.mean()
+        clip_count = m.new_tensor(float(m.shape[0]))
+    else:  # per token (per-token advantages make sequence-level flags per token again)
+        low, high, region = masked_mean(low, m), masked_mean(high, m), masked_mean(region, m)
+        clip_count = m.sum()
     if level == "sequence":
-        if low.shape[1] == 1:
-            # One flag per sequence, averaged over all B sequences (as TRL logs them).
-            low, high, region = low.mean(), high.mean(), region.mean()
-        else:  # per-token advantages make the flags per token again
-            low, high, region = masked_mean(low, m), masked_mean(high, m), masked_mean(region, m)
         raw_ratio, ratio_valid = raw_ratio.squeeze(1), valid.any(dim=1)
     else:
-        low, high, region = masked_mean(low, m), masked_mean(high, m), masked_mean(region, m)
         ratio_valid = valid
     nan = raw_ratio.new_tensor(torch.nan)
     any_valid = ratio_valid.any()  # a tensor, not a bool: no host sync
@@ -230,6 +275,8 @@ def _clip_metrics(ratio: Tensor, log_importance: Tensor, advantages: Tensor, val
         clip_low_frac=low,
         clip_high_frac=high,
         clip_region_frac=region,
+        clip_count=clip_count,
+        ratio_count=ratio_valid.sum().to(m.dtype),
         ratio_mean=torch.where(any_valid, masked_mean(raw_ratio, ratio_valid), nan),
         ratio_min=torch.where(any_valid, torch.where(ratio_valid, raw_ratio, torch.inf).amin(), nan),
         ratio_max=torch.where(any_valid, torch.where(ratio_valid, raw_ratio, -torch.inf).amax(), nan),
