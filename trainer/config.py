@@ -116,11 +116,13 @@ class RolloutConfig:
     async_generation: bool = False
     max_staleness: int = 1
     overlap_scoring: bool = True              # score finished chunks while the next ones generate
-    # Sampler/learner mismatch correction: "auto" is sequence_mask with vLLM, off with transformers
-    # (which samples with the learner's own weights and kernels).
+    # Sampler/learner mismatch correction, weights π_old/π_sampler (trainer/algo/is_correction.py):
+    # "auto" is token_truncate (TIS) with vLLM, off with transformers (which samples with the
+    # learner's own weights and kernels); see resolve_is_correction.
     is_correction: Optional[Literal["auto", "off", "token_truncate", "token_mask", "sequence_truncate",
                                     "sequence_mask"]] = "auto"
-    is_cap: float = 3.0
+    is_cap: float = 2.0                       # C_max: upper bound on the weight (truncated, or masked above)
+    is_min: Optional[float] = None            # C_min: lower bound (truncated, or masked below); null: none
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
 
 
@@ -441,9 +443,41 @@ def _eval_problems(e: EvalConfig) -> list[str]:
     return problems
 
 
+# rollout.is_correction "auto" with a vLLM backend: token-level truncated importance sampling
+# (TIS; the reasons and the measurements are in trainer/algo/is_correction.py and docs/training.md).
+AUTO_IS_CORRECTION = "token_truncate"
+
+
+def resolve_is_correction(rollout: RolloutConfig) -> Optional[str]:
+    """The importance-sampling correction in force: "auto" is ``AUTO_IS_CORRECTION`` with vLLM,
+    none with transformers (which samples with the learner's own weights and kernels)."""
+    mode = rollout.is_correction
+    if mode == "auto":
+        mode = None if rollout.backend == "transformers" else AUTO_IS_CORRECTION
+    return None if mode in (None, "off") else mode
+
+
+def _is_problems(r: RolloutConfig) -> list[str]:
+    """IS bounds that would cut the weight of tokens both engines agree on (w = 1), or bounds
+    given with no correction in force."""
+    problems = []
+    if not r.is_cap >= 1:
+        problems.append(f"rollout.is_cap must be >= 1 (got {r.is_cap}): it bounds the weight pi_old/pi_sampler "
+                        "from above, and below 1 it would cut tokens both engines agree on (weight 1); 2 is the "
+                        "usual cap (truncated IS)")
+    if r.is_min is not None and not 0 <= r.is_min < 1:
+        problems.append(f"rollout.is_min must be in [0, 1) or null (got {r.is_min}): it bounds the weight "
+                        "pi_old/pi_sampler from below, and at 1 or above it would cut tokens both engines agree "
+                        "on; e.g. 0.5, or null for no lower bound")
+    if r.is_min is not None and resolve_is_correction(r) is None:
+        problems.append("rollout.is_min is set but no IS correction is in force (rollout.is_correction is off, or "
+                        "auto with the transformers backend): remove is_min, or choose a rollout.is_correction mode")
+    return problems
+
+
 def _rollout_problems(c: GRPOConfig) -> list[str]:
     r = c.rollout
-    problems = _sampling_problems(r)
+    problems = _sampling_problems(r) + _is_problems(r)
     if r.async_generation and r.backend == "transformers":
         problems.append("rollout.async_generation needs rollout.backend vllm or vllm_server: transformers samples "
                         "with the learner's own weights, which the update changes while the next batch generates")
@@ -471,5 +505,6 @@ def flat_view(config: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-__all__ = ["CheckpointConfig", "ConfigDeprecationWarning", "DataConfig", "EvalConfig", "FLAT_KEYS", "GRPOConfig", "LogConfig",
-           "ObjectiveConfig", "OptimConfig", "PPOConfig", "RolloutConfig", "VLLMConfig", "flat_view", "nest"]
+__all__ = ["AUTO_IS_CORRECTION", "CheckpointConfig", "ConfigDeprecationWarning", "DataConfig", "EvalConfig", "FLAT_KEYS",
+           "GRPOConfig", "LogConfig", "ObjectiveConfig", "OptimConfig", "PPOConfig", "RolloutConfig", "VLLMConfig",
+           "flat_view", "nest", "resolve_is_correction"]

@@ -20,7 +20,8 @@ trainer skipped as inert (advantage 0: loss and gradient exactly 0) count in the
 fractions' denominators, as in TRL, whose flags need A ≠ 0; ``entropy_mean``, ``kl_mean`` and
 the ratio statistics ``ratio_mean`` / ``ratio_min`` / ``ratio_max`` (ρ = π_θ/π_old, which TRL
 does not log) need a forward pass and are over the rows that had one (every row unless the
-trainer skipped some).
+trainer skipped some). The IS correction logs ``is_weight_mean``, ``is_truncated_frac`` and
+``is_masked_frac`` (shares of masked tokens whose weight a bound truncated or set to 0).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from .algo import LossOutput, policy_loss
-from .algo.is_correction import is_weights
+from .algo.is_correction import ISWeights, importance_weights
 from .batch import token_logps
 from .metrics import Stopwatch
 from .records import LossSpec, Max, Mean, Min, RowCount, TrainBatch
@@ -62,10 +63,10 @@ class GRPOMicroLoss:
         old = None if self.old_logp is None else self.old_logp[rows]
         weight = None
         if self.is_mode is not None:
-            weight = is_weights(logp.detach() if old is None else old, part.sampler_logp, part.mask,
-                                self.is_mode, c_max=self.is_cap)
-            on = part.mask > 0
-            logged["is_weight_mean"] = Mean(float(weight[on].sum()), float(on.sum()))
+            w = importance_weights(logp.detach() if old is None else old, part.sampler_logp, part.mask,
+                                   self.is_mode, c_max=self.is_cap, c_min=self.spec.is_min)
+            weight = w.weight
+            logged.update(is_metrics(w, part.mask))
         whole = part.whole if part.whole is not None else part.counts()
         out = policy_loss(logp, old, part.advantages, part.mask, **self.spec.policy_kwargs(),
                           ref_logp=None if self.ref_logp is None else self.ref_logp[rows],
@@ -107,6 +108,16 @@ def loss_metrics(out: LossOutput, inert: RowCount = RowCount(), per_sequence: bo
     return logged
 
 
+def is_metrics(w: ISWeights, mask: torch.Tensor) -> dict[str, Mean]:
+    """The IS correction over the masked tokens: the mean weight, and the shares of tokens whose
+    weight a bound truncated (truncate modes) or set to 0 (mask modes)."""
+    on = mask > 0
+    n = on.sum()
+    sums = torch.stack([w.weight[on].sum(), w.truncated[on].sum(), w.masked[on].sum(), n]).double().tolist()
+    return {"is_weight_mean": Mean(sums[0], sums[3]), "is_truncated_frac": Mean(sums[1], sums[3]),
+            "is_masked_frac": Mean(sums[2], sums[3])}
+
+
 def fixed_logps(model: torch.nn.Module, batch: TrainBatch, micro: list[slice], temperature: float,
                 autocast: Callable[[], AbstractContextManager]) -> torch.Tensor:
     """[B, L-1] log-probs of ``batch`` under ``model``, without gradients, micro-batch by
@@ -141,4 +152,4 @@ def sampler_mismatch(logp: torch.Tensor, part: TrainBatch) -> dict[str, Any]:
             "sampler_ratio_min": Min(s[2]), "sampler_ratio_mean": Mean(s[3], n), "sampler_ratio_max": Max(s[4])}
 
 
-__all__ = ["GRPOMicroLoss", "fixed_logps", "loss_metrics", "reference_logps", "sampler_mismatch"]
+__all__ = ["GRPOMicroLoss", "fixed_logps", "is_metrics", "loss_metrics", "reference_logps", "sampler_mismatch"]

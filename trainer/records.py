@@ -212,13 +212,14 @@ class LossSpec:
     max_completion_length: int
     temperature: float
     steps_per_generation: int = 1        # optimizer steps per generation batch (dapo's N is that batch's)
+    is_min: Optional[float] = None       # C_min of the sampler/learner IS correction (rollout.is_min)
 
     @classmethod
     def from_config(cls, objective: Any, rollout: Any, optim: Any = None) -> "LossSpec":
         return cls(objective.loss_type, objective.importance_level, objective.epsilon_low, objective.epsilon_high,
                    objective.delta, objective.beta, objective.kl_kind, objective.entropy_coef,
                    rollout.max_new_tokens, rollout.temperature,
-                   optim.steps_per_generation if optim is not None else 1)
+                   optim.steps_per_generation if optim is not None else 1, rollout.is_min)
 
     def policy_kwargs(self) -> dict[str, Any]:
         return dict(loss_type=self.loss_type, importance_level=self.importance_level,
