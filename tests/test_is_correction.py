@@ -23,7 +23,8 @@ from proctor.trainer.config import GRPOConfig, RolloutConfig, resolve_is_correct
 from proctor.trainer.objective import GRPOMicroLoss  # noqa: E402
 from proctor.trainer.records import LossSpec  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("is_bench", Path(__file__).resolve().parents[1] / "bench" / "is_correction.py")
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "is_correction.py"
+_spec = importlib.util.spec_from_file_location("is_bench", BENCH)
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
@@ -128,8 +129,9 @@ def test_an_overflowing_sequence_weight_is_masked_to_zero_not_nan():
 def test_the_learner_logs_the_share_of_tokens_truncated_and_masked():
     """Rows with r = pi_old/pi_sampler of 3, 1, 0.25, 1.5, 1 on 4, 3, 2, 4, 1 tokens; bounds [0.5, 2]."""
     r = torch.tensor([3.0, 1.0, 0.25, 1.5, 1.0])
-    for mode, frac_key, weight_mean in [("token_truncate", "is_truncated_frac", (4 * 2 + 3 + 2 * 0.5 + 4 * 1.5 + 1) / 14),
-                                        ("token_mask", "is_masked_frac", (3 + 4 * 1.5 + 1) / 14)]:
+    for mode, frac_key, weight_mean in [
+            ("token_truncate", "is_truncated_frac", (4 * 2 + 3 + 2 * 0.5 + 4 * 1.5 + 1) / 14),
+            ("token_mask", "is_masked_frac", (3 + 4 * 1.5 + 1) / 14)]:
         batch = _batch([1.0, -0.5, 0.7, -1.2, 0.3])
         learner, model, acc, _ = _learner(2)
         with torch.no_grad():

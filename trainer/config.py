@@ -505,6 +505,6 @@ def flat_view(config: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-__all__ = ["AUTO_IS_CORRECTION", "CheckpointConfig", "ConfigDeprecationWarning", "DataConfig", "EvalConfig", "FLAT_KEYS",
-           "GRPOConfig", "LogConfig", "ObjectiveConfig", "OptimConfig", "PPOConfig", "RolloutConfig", "VLLMConfig",
-           "flat_view", "nest", "resolve_is_correction"]
+__all__ = ["AUTO_IS_CORRECTION", "CheckpointConfig", "ConfigDeprecationWarning", "DataConfig", "EvalConfig",
+           "FLAT_KEYS", "GRPOConfig", "LogConfig", "ObjectiveConfig", "OptimConfig", "PPOConfig", "RolloutConfig",
+           "VLLMConfig", "flat_view", "nest", "resolve_is_correction"]
