@@ -58,4 +58,5 @@ def test_two_process_resume_draws_and_trains_as_without_interruption(tmp_path):
     assert drawn(tmp_path, "resumed", 0)["drawn"] != drawn(tmp_path, "resumed", 1)["drawn"]
     # Each process's state is its own file in the checkpoint.
     step2 = tmp_path / "split" / "checkpoints" / "step-2"
-    assert (step2 / "proctor_state.pkl").exists() and (step2 / "proctor_state.rank1.pkl").exists()
+    assert (step2 / "proctor_state.json").exists() and (step2 / "proctor_state.rank1.json").exists()
+    assert not list(step2.glob("proctor_state*.pkl"))

@@ -117,10 +117,21 @@ class ProbeSelection:
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"tokens": self.probe.tokens}
+        """Plain data: the probe's token count, the counters since the last report, the
+        predictions awaiting their group ([env, task id, rate]) and the calibration sums."""
+        return {"tokens": self.probe.tokens, "tokens_reported": self.tokens_reported, "kept": list(self.kept),
+                "counts": list(self.counts), "predicted": [[env, task_id, rate] for (env, task_id), rate
+                                                          in self.predicted.items()],
+                "calibration": list(self.calibration), "miscalibrated": self.miscalibrated}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.probe.tokens = self.tokens_reported = state.get("tokens", 0)
+        self.probe.tokens = state.get("tokens", 0)
+        self.tokens_reported = state.get("tokens_reported", self.probe.tokens)
+        self.kept = list(state.get("kept", []))
+        self.counts = list(state.get("counts", [0, 0, 0]))
+        self.predicted = {(env, task_id): rate for env, task_id, rate in state.get("predicted", [])}
+        self.calibration = list(state.get("calibration", [0.0, 0.0, 0]))
+        self.miscalibrated = bool(state.get("miscalibrated", False))
 
 
 __all__ = ["PassRateProbe", "ProbeCalibrationWarning", "ProbeSelection"]

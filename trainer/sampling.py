@@ -191,9 +191,13 @@ class PromptDrawer:
         return int(sum(lens) / len(lens)) if lens else self.default_tokens
 
     def state_dict(self) -> dict[str, Any]:
-        return {"rng": self.rng.getstate(), "np_rng": self.np_rng.bit_generator.state,
+        """Plain data (JSON's values): random's state tuple as lists, the weights as [env, task id, weight]."""
+        version, internal, gauss_next = self.rng.getstate()
+        return {"rng": {"version": version, "internal": list(internal), "gauss_next": gauss_next},
+                "np_rng": self.np_rng.bit_generator.state,
                 "memory": self.memory.records_state(),
-                "memory_counters": (self.memory.skipped, self.memory.tokens_saved), "weights": dict(self.weights),
+                "memory_counters": [self.memory.skipped, self.memory.tokens_saved],
+                "weights": [[env, task_id, w] for (env, task_id), w in self.weights.items()],
                 "epochs": self.epochs.state_dict() if self.epochs is not None else None,
                 "recent_lengths": list(self.recent_lengths),
                 "frontier": self.frontier.state_dict() if self.frontier is not None else None,
@@ -201,12 +205,13 @@ class PromptDrawer:
                 "probe": self.probing.state_dict() if self.probing is not None else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.rng.setstate(state["rng"])
+        rng = state["rng"]
+        self.rng.setstate((rng["version"], tuple(rng["internal"]), rng["gauss_next"]))
         self.np_rng.bit_generator.state = state["np_rng"]
         self.memory.load_records(state["memory"])
         self.memory.skipped, self.memory.tokens_saved = state["memory_counters"]
         self.recent_lengths = list(state.get("recent_lengths", []))
-        self.weights = dict(state.get("weights", {}))
+        self.weights = {(env, task_id): w for env, task_id, w in state.get("weights", [])}
         if self.epochs is not None and state.get("epochs"):
             self.epochs.load_state_dict(state["epochs"])
         self.env_rates.load_records(state.get("env_rates", {}))
