@@ -72,16 +72,12 @@ def test_the_default_correction_stays_bounded_on_long_completions():
     assert s["ess"] > 0.99 and abs(s["left"]) < 0.01
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="trainer/grpo.py's is_mode() still maps auto to sequence_mask; once it returns "
-                          "config.resolve_is_correction(rollout), delete this marker")
-def test_the_trainer_resolves_auto_as_the_config_does():
-    from proctor.trainer.grpo import is_mode
+@pytest.mark.parametrize("correction", ["auto", "off", "token_truncate"])
+def test_the_trainer_resolves_auto_as_the_config_does(tmp_path, correction):
+    from tiny_runs import arithmetic_trainer
 
-    for backend in ("transformers", "vllm", "vllm_server"):
-        for correction in ("auto", "off", "token_truncate", "sequence_mask"):
-            rollout = RolloutConfig(backend=backend, is_correction=correction)
-            assert is_mode(rollout) == resolve_is_correction(rollout), (backend, correction)
+    with arithmetic_trainer(tmp_path, is_correction=correction) as trainer:
+        assert trainer.is_mode == resolve_is_correction(trainer.cfg.rollout)
 
 
 @pytest.mark.parametrize("kw, message", [

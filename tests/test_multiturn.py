@@ -72,3 +72,6 @@ def test_feedback_turns_are_masked_and_sampled_ids_learned_exactly(tmp_path):
     assert torch.allclose(logp * batch.mask, batch.sampler_logp, atol=1e-4)
     row = trainer.step(1)
     assert row["turns_max"] >= 2 and row["tokens_generated"] > 0
+    # dr_grpo's constant normaliser is the longest learned part a completion can have: every turn's.
+    learned = max(sum(r.learned()) for r in scored.rollouts)
+    assert trainer.spec.max_completion_length == 3 * 5 >= learned

@@ -47,7 +47,7 @@ def test_greedy_matches_transformers_then_sync_is_never_stale(setup):
         g = torch.Generator().manual_seed(0)
         for p in model.parameters():
             p.add_(torch.randn(p.shape, generator=g) * 0.05)
-    assert gen.sync_weights(force=True) and gen.weight_version == 1
+    assert gen.sync_weights() and gen.weight_version == 1
     after = gen.greedy(prompts, 8)
     assert after == hf_greedy(model, tok, prompts)        # the engine samples from the new weights
     assert after != before
@@ -78,7 +78,7 @@ def test_lora_learner_syncs_its_merged_weights(setup):
                 p.copy_(torch.randn(p.shape, generator=g) * 0.3)
     gen.learner = lora
     try:
-        assert gen.sync_weights(force=True)
+        assert gen.sync_weights()
         lora.merge_adapter()
         try:
             expected = hf_greedy(lora.get_base_model(), tok, prompts)

@@ -27,25 +27,18 @@ from proctor.envs import EnvSuite, SuiteItem
 
 from .algo import AdvantageStats, group_advantages
 from .batch import build_batch
-from .config import GRPOConfig, RolloutConfig
+from .config import GRPOConfig, resolve_is_correction
 from .learner import Learner
 from .metrics import Stopwatch, peak_memory_bytes
 from .objective import GRPOMicroLoss, fixed_logps, reference_logps
 from .pipeline import RolloutPipeline
 from .records import Generation, LearnStats, LossSpec, Scored, StepValues, TrainBatch
 from .rollout.factory import use_sleep
+from .parts import max_turns
 from .run import Run
 from .sampling import groups_with_signal
 from .step_row import step_row
-
-
-def is_mode(rollout: RolloutConfig) -> Optional[str]:
-    """The importance-sampling correction in force: "auto" is sequence_mask with vLLM, off with
-    transformers (which samples with the learner's own weights and kernels)."""
-    mode = rollout.is_correction
-    if mode == "auto":
-        mode = None if rollout.backend == "transformers" else "sequence_mask"
-    return None if mode in (None, "off") else mode
+from .weight_sync import sync_due, sync_every
 
 
 def _first_with_signal(fresh: Scored, group_size: int, wanted: int) -> tuple[Scored, Scored]:
@@ -65,9 +58,10 @@ class GRPOTrainer(Run):
         p = self._build(config, suite, model, tokenizer, eval_suite)
         self.learner = Learner(p.accelerator, [p.policy], micro_batch_size=config.optim.micro_batch_size,
                                max_grad_norm=config.optim.max_grad_norm, warn=self._warn)
-        self.spec = LossSpec.from_config(config.objective, config.rollout, config.optim)
+        self.spec = LossSpec.from_config(config.objective, config.rollout, config.optim, max_turns(suite))
         self.sleeping = use_sleep(config.rollout)   # colocated on a GPU: the engine frees memory for the update
-        self.is_mode = is_mode(config.rollout)
+        self.is_mode = resolve_is_correction(config.rollout)
+        self.sync_every = sync_every(config.rollout)
         self._guard(self._warn)
         self.generation: Optional[Generation] = None   # the current generation batch (steps_per_generation)
         self._pending: list[list[SuiteItem]] = []      # async: prompts of batches in flight at the checkpoint
@@ -75,7 +69,7 @@ class GRPOTrainer(Run):
         self._resume_if_asked()
         if config.rollout.async_generation:
             self.pipeline = RolloutPipeline(p.rollouts, lambda: self.draw_prompts(config.data.prompts_per_step),
-                                            p.generator, config.rollout.max_staleness, config.rollout.vllm.sync_every,
+                                            p.generator, config.rollout.max_staleness,
                                             policy_step=self.start_step, pending=self._pending)
 
     # ================================================================== one step
@@ -95,7 +89,7 @@ class GRPOTrainer(Run):
         learn = self.learn(part.batch, watch, num_items=part.num_items, old_logp=part.old_logp)
         # 6. sync: the next generation samples from the new weights
         with watch.section("sync"):
-            self._sync(step, last_of_generation=index == spg - 1)
+            self._sync(step)
         # 7. row
         return self._row(step, part, learn, watch, time.perf_counter() - t_step)
 
@@ -211,8 +205,10 @@ class GRPOTrainer(Run):
             stats: LearnStats = self.learner.update(batch, loss, passes=o.num_iterations)
         return stats.as_dict()
 
-    def _sync(self, step: int, last_of_generation: bool = True) -> None:
-        if not last_of_generation:   # the engine samples again only after the generation's last step
+    def _sync(self, step: int) -> None:
+        """The engine gets the new weights when ``weight_sync.sync_due`` says (the one place
+        that decides); a sleeping engine wakes after every update either way."""
+        if not sync_due(step, self.sync_every, self.cfg.optim.steps_per_generation):
             if self.sleeping:
                 self.generator.wake_up()
             return
@@ -247,8 +243,9 @@ class GRPOTrainer(Run):
         o = self.cfg.objective
         # Several processes must run the same number of backward passes (DDP all-reduces in
         # them), so rows are only skipped when one process trains alone.
-        return (o.loss_type == "dapo" and o.beta == 0 and o.entropy_coef == 0
-                and self.accelerator.num_processes == 1)
+        # Skipped rows stay in the loss's batch counts (TrainBatch.select), so this is exact
+        # for every loss type; the KL and entropy terms still need their forward.
+        return o.beta == 0 and o.entropy_coef == 0 and self.accelerator.num_processes == 1
 
     def _warn(self, message: str) -> None:
         self.parts.log.console.print(f"[yellow]warning:[/yellow] {message}")

@@ -95,6 +95,11 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
     return RunParts(accelerator, policy, ref_model, generator, stop, sampling, drawer, runner, log, run_dir,
                     _evaluator(cfg, eval_suite, generator, tokenizer, sampling, accelerator), sharded)
 
+def max_turns(suite: EnvSuite) -> int:
+    """The most turns an episode of ``suite`` runs (1 when every env is single-turn)."""
+    return max((env.max_turns for env in suite.envs.values()), default=1)
+
+
 def selection_rules(cfg: GRPOConfig) -> SelectionRules:
     d = cfg.data
     return SelectionRules(cfg.rollout.group_size, skip=d.skip_predicted_zero_signal, skip_threshold=d.skip_threshold,
@@ -192,5 +197,5 @@ def own_random_stream(fn: Callable[[], dict[str, float]], seed: int) -> dict[str
         return fn()
 
 
-__all__ = ["EVAL_SEED_OFFSET", "RunParts", "build_frontier", "build_parts", "build_probe", "gather_each",
+__all__ = ["EVAL_SEED_OFFSET", "RunParts", "build_frontier", "build_parts", "build_probe", "gather_each", "max_turns",
            "own_random_stream", "selection_rules", "tokenize"]

@@ -33,12 +33,11 @@ class RolloutPipeline:
     and the ``generator`` whose weights it snapshots and applies in order."""
 
     def __init__(self, produce: Produce, draw: Callable[[], list[Any]], generator: Generator, max_staleness: int,
-                 sync_every: int = 1, policy_step: int = 0, pending: Optional[list[list[Any]]] = None) -> None:
+                 policy_step: int = 0, pending: Optional[list[list[Any]]] = None) -> None:
         self.produce = produce
         self.draw = draw
         self.generator = generator
         self.max_staleness = max_staleness
-        self.sync_every = sync_every
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proctor-rollout")
         self.queue: deque[tuple[list[Any], Future]] = deque()
         # weight version → the number of optimizer steps in those weights
@@ -77,10 +76,8 @@ class RolloutPipeline:
         return self.thread.submit(fn).result()
 
     def sync(self, policy_step: int) -> bool:
-        """Queue the weights after ``policy_step`` updates (every ``sync_every``); batches
-        queued after this sample from them."""
-        if policy_step % self.sync_every:
-            return False
+        """Queue the weights after ``policy_step`` updates (the trainer decides when:
+        ``weight_sync.sync_due``); batches queued after this sample from them."""
         snapshot = self.generator.snapshot()
         self.next_version += 1
         version = self.next_version

@@ -29,8 +29,10 @@ from .learner import Learner, Trainable, disable_dropout
 from .metrics import Stopwatch, peak_memory_bytes
 from .objective import fixed_logps, reference_logps
 from .records import LearnStats, LossSpec, Scored, StepValues, TrainBatch
+from .parts import max_turns
 from .run import Run
 from .step_row import step_row
+from .weight_sync import sync_due, sync_every
 
 
 class ValueModel(torch.nn.Module):
@@ -79,7 +81,8 @@ class PPOMicroLoss:
         pol = policy_loss(logp, self.old_logp[rows], self.advantages[rows], part.mask, loss_type=self.spec.loss_type,
                           epsilon_low=self.spec.epsilon_low, epsilon_high=self.spec.epsilon_high,
                           max_completion_length=self.spec.max_completion_length, num_items_in_batch=self.num_items,
-                          grad_accum_steps=n_micro, entropy=entropy, entropy_coef=self.spec.entropy_coef)
+                          grad_accum_steps=n_micro, entropy=entropy, entropy_coef=self.spec.entropy_coef,
+                          batch_rows=part.whole.rows, batch_tokens=part.whole.tokens)
         val = value_loss(values, self.old_values[rows], self.returns[rows], part.mask, self.value_clip)
         logged = {}
         for key, value in (("loss", pol.loss), ("value_loss", val.loss), ("clip_low_frac", pol.clip_low_frac),
@@ -107,7 +110,7 @@ class PPOTrainer(Run):
         self.learner = Learner(p.accelerator, [p.policy, Trainable(self.critic, self.critic_optimizer)],
                                micro_batch_size=config.optim.micro_batch_size, max_grad_norm=config.optim.max_grad_norm,
                                warn=lambda m: p.log.console.print(f"[yellow]warning:[/yellow] {m}"))
-        self.spec = LossSpec.from_config(config.objective, config.rollout)
+        self.spec = LossSpec.from_config(config.objective, config.rollout, max_turns=max_turns(suite))
         self._guard(self.learner.warn)
         self._resume_if_asked()   # after the critic is prepared: the checkpoint holds it too
 
@@ -133,7 +136,8 @@ class PPOTrainer(Run):
             learn = self.learner.update(batch, loss, passes=self.cfg.objective.num_iterations).as_dict()
         # 5. sync
         with watch.section("sync"):
-            self.generator.sync_weights()
+            if sync_due(step, sync_every(self.cfg.rollout)):
+                self.generator.sync_weights()
         # 6. row
         return self._row(step, scored, learn, watch, time.perf_counter() - t_step)
 

@@ -215,10 +215,13 @@ class LossSpec:
     is_min: Optional[float] = None       # C_min of the sampler/learner IS correction (rollout.is_min)
 
     @classmethod
-    def from_config(cls, objective: Any, rollout: Any, optim: Any = None) -> "LossSpec":
+    def from_config(cls, objective: Any, rollout: Any, optim: Any = None, max_turns: int = 1) -> "LossSpec":
+        """``max_turns``: the most turns an episode of the suite runs. dr_grpo's constant
+        normaliser is the longest a completion's learned part can be: max_turns x max_new_tokens
+        (env-inserted feedback tokens are masked out of the loss)."""
         return cls(objective.loss_type, objective.importance_level, objective.epsilon_low, objective.epsilon_high,
                    objective.delta, objective.beta, objective.kl_kind, objective.entropy_coef,
-                   rollout.max_new_tokens, rollout.temperature,
+                   rollout.max_new_tokens * max_turns, rollout.temperature,
                    optim.steps_per_generation if optim is not None else 1, rollout.is_min)
 
     def policy_kwargs(self) -> dict[str, Any]:

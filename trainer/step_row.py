@@ -12,7 +12,7 @@ from .metric_schema import Metric, metric_of, reduce_values
 from .records import Ledger, Scored, StepValues
 
 LEARN_KEYS = ("sampler_logp_diff_mean", "sampler_logp_diff_max", "sampler_ratio_min", "sampler_ratio_mean",
-              "sampler_ratio_max", "is_weight_mean")
+              "sampler_ratio_max", "is_weight_mean", "is_truncated_frac", "is_masked_frac")
 
 
 def sampled_tokens(scored: Scored) -> list[int]:

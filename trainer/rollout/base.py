@@ -106,9 +106,9 @@ class Generator(Protocol):
         ``repetition_penalty``."""
         ...
 
-    def sync_weights(self, force: bool = False) -> bool:
-        """Make the next rollouts come from the learner's current weights (a backend may
-        sync only every k calls unless ``force``); True when it synced."""
+    def sync_weights(self) -> bool:
+        """Make the next rollouts come from the learner's current weights, now; True when it
+        pushed (the trainer alone decides when: ``trainer/weight_sync.py``)."""
         ...
 
     def snapshot(self) -> Snapshot:

@@ -36,7 +36,7 @@ def make_generator(rollout: RolloutConfig, learner: Any, tokenizer: Any, run_dir
         from .vllm_colocated import VLLMColocatedGenerator
 
         gen = VLLMColocatedGenerator(learner.name_or_path, learner, tokenizer, seed=seed,
-                                     sync_every=v.sync_every, lora_sync=v.lora_sync,
+                                     lora_sync=v.lora_sync,
                                      sleep_mode=use_sleep(rollout), sleep_level=v.sleep_level,
                                      gpu_memory_utilization=v.gpu_memory_utilization,
                                      logprobs_mode=logprobs_mode(run_sampling(rollout)))
@@ -71,8 +71,7 @@ def _server_generator(rollout: RolloutConfig, learner: Any, tokenizer: Any, run_
         raise ValueError("rollout.async_generation with several training processes sharing rollout.vllm.server_urls is "
                          "not supported: leave rollout.vllm.server_urls empty (a server per process) or run synchronously")
     try:
-        gen = VLLMServerGenerator(urls, learner, tokenizer, sync_every=v.sync_every,
-                                  lora_sync=v.lora_sync, bucket_mb=v.bucket_mb,
+        gen = VLLMServerGenerator(urls, learner, tokenizer, lora_sync=v.lora_sync, bucket_mb=v.bucket_mb,
                                   timeout_s=v.timeout_s, sync_timeout_s=v.sync_timeout_s,
                                   pushes=not shared or accelerator.is_main_process,
                                   barrier=accelerator.wait_for_everyone if shared else None)

@@ -82,7 +82,7 @@ class TransformersGenerator:
     # The learner's own model: every weight method only counts versions.
     last_sync: Optional[SyncInfo] = None
 
-    def sync_weights(self, force: bool = False) -> bool:
+    def sync_weights(self) -> bool:
         self.weight_version += 1
         return True
 

@@ -25,12 +25,10 @@ class VLLMColocatedGenerator:
 
     def __init__(self, model_path: str, learner: Any, tokenizer: Any, *, dtype: str = "auto",
                  max_model_len: Optional[int] = None, gpu_memory_utilization: float = 0.3, seed: int = 0,
-                 enforce_eager: bool = True, sync_every: int = 1, lora_sync: Literal["adapter", "merged"] = "adapter",
+                 enforce_eager: bool = True, lora_sync: Literal["adapter", "merged"] = "adapter",
                  sleep_mode: bool = False, sleep_level: int = 1, **engine_kwargs: Any) -> None:
         self.learner = learner
         self.tokenizer = tokenizer
-        self.sync_every = sync_every
-        self._steps_since_sync = 0
         self.adapter_sync = lora_sync == "adapter" and is_peft(learner)
         rank = unwrap(learner).peft_config[unwrap(learner).active_adapter].r if self.adapter_sync else 16
         self.engine = VLLMEngine(model_path, dtype=dtype, max_model_len=max_model_len,
@@ -52,13 +50,9 @@ class VLLMColocatedGenerator:
         return self.engine.weight_version
 
     # ------------------------------------------------------------------ weights
-    def sync_weights(self, force: bool = False) -> bool:
-        """Push the learner's policy into the engine (every ``sync_every`` calls, or now)."""
-        self._steps_since_sync += 1
-        if not force and self._steps_since_sync < self.sync_every:
-            return False
+    def sync_weights(self) -> bool:
+        """Push the learner's policy into the engine now (the trainer decides when: weight_sync.py)."""
         self.apply(self.snapshot(copy=False))
-        self._steps_since_sync = 0
         return True
 
     def snapshot(self, copy: bool = True) -> Snapshot:

@@ -20,7 +20,7 @@ from .weights import adapter_state, is_peft, is_sharded, policy_weights
 class VLLMServerGenerator:
     """Implements the ``Generator`` interface against one or more engine servers."""
 
-    def __init__(self, urls: Sequence[str], learner: Any, tokenizer: Any, *, sync_every: int = 1,
+    def __init__(self, urls: Sequence[str], learner: Any, tokenizer: Any, *,
                  lora_sync: Literal["adapter", "merged"] = "adapter", bucket_mb: float = 256.0,
                  timeout_s: float = 600.0, sync_timeout_s: float = 120.0, pushes: bool = True,
                  barrier: Optional[Callable[[], None]] = None) -> None:
@@ -29,13 +29,11 @@ class VLLMServerGenerator:
         self.clients = [EngineClient(u, timeout_s=timeout_s, sync_timeout_s=sync_timeout_s) for u in urls]
         self.learner = learner
         self.tokenizer = tokenizer
-        self.sync_every = sync_every
         self.bucket_bytes = int(bucket_mb * 2**20)
         # Training processes sharing servers: one pushes (the weights are identical on all),
         # the others wait at the barrier until the servers hold the new version.
         self.pushes = pushes
         self.barrier = barrier
-        self._steps_since_sync = 0
         self._pool = ThreadPoolExecutor(max_workers=len(self.clients), thread_name_prefix="engine-client")
         health = self._all(lambda c: c.health())
         # A server from before logprobs_mode was reported ran processed_logprobs.
@@ -62,12 +60,9 @@ class VLLMServerGenerator:
         return list(self._pool.map(fn, self.clients))
 
     # ------------------------------------------------------------------ weights
-    def sync_weights(self, force: bool = False) -> bool:
-        self._steps_since_sync += 1
-        if not force and self._steps_since_sync < self.sync_every:
-            return False
+    def sync_weights(self) -> bool:
+        """Push the learner's policy to the servers now (the trainer decides when: weight_sync.py)."""
         self.push(self.weight_version + 1)
-        self._steps_since_sync = 0
         return True
 
     def snapshot(self) -> Snapshot:
