@@ -129,23 +129,27 @@ class Learner:
                         param.grad = torch.zeros_like(param)
         losses = []
         whole = batch.counts()
-        try:
-            for i, rows in enumerate(micro):
-                # every micro-batch knows the batch's counts; the first accounts for its inert rows
-                part = replace(batch.slice(rows), whole=whole, inert=batch.inert if i == 0 else RowCount())
-                value, logged = loss(part, rows, len(micro), index)
-                self._backward(value, boundary=i == len(micro) - 1)
-                for key, v in logged.items():
-                    values.setdefault(key, []).append(v)
-                losses.append(logged.get("loss", float(value.detach())))
-        finally:
-            self.accelerator.gradient_state._set_sync_gradients(True)   # accelerate's default
+        for i, rows in enumerate(micro):
+            # every micro-batch knows the batch's counts; the first accounts for its inert rows
+            part = replace(batch.slice(rows), whole=whole, inert=batch.inert if i == 0 else RowCount())
+            value, logged = loss(part, rows, len(micro), index)
+            self._backward(value, boundary=i == len(micro) - 1)
+            for key, v in logged.items():
+                values.setdefault(key, []).append(v)
+            losses.append(logged.get("loss", float(value.detach())))
         return losses
 
     def _backward(self, value: torch.Tensor, boundary: bool) -> None:
-        """One micro-batch's backward. Off the boundary, gradients stay local (no_sync) and
-        DeepSpeed is told not to step (accelerate passes sync_gradients to its engine)."""
-        self.accelerator.gradient_state._set_sync_gradients(boundary)
+        """One micro-batch's backward. Off the boundary, gradients stay local (no_sync). Under
+        DeepSpeed the engine is told the boundary itself (its public API) and steps only there:
+        it clips and steps inside, as accelerate's wrapper does when its own accumulation says so."""
+        if self.engine_steps:
+            engine = self.accelerator.deepspeed_engine_wrapped.engine
+            engine.set_gradient_accumulation_boundary(is_boundary=boundary)
+            engine.backward(value)
+            if boundary:
+                engine.step()
+            return
         with contextlib.ExitStack() as local:
             if not boundary:
                 for p in self.parts:
