@@ -39,3 +39,28 @@ def test_engines_push_when_told_and_only_the_trainer_counts():
     for module in (hf, vllm_colocated, vllm_server):
         source = inspect.getsource(module)
         assert "sync_every" not in source and "_steps_since_sync" not in source, module.__name__
+
+
+def test_the_generator_protocol_lists_what_every_backend_does_and_no_stubs():
+    """Seven members every backend really implements; what only engines with weights of their
+    own do (the async pipeline's snapshot/apply, a colocated engine's sleep) is apart."""
+    from proctor.trainer.rollout.base import Generator, Sleeper, WeightTransfer
+    from proctor.trainer.rollout.hf import TransformersGenerator
+
+    members = {n for n in vars(Generator) if not n.startswith("_")}
+    assert members == {"weight_version", "last_sync", "generate", "greedy_rollouts", "sync_weights", "restore", "close"}
+    extra = {n for proto in (Sleeper, WeightTransfer) for n in vars(proto) if not n.startswith("_")} - members
+    assert extra == {"snapshot", "apply", "sleep", "wake_up", "sync_and_wake"}
+    assert not extra & set(vars(TransformersGenerator))   # the learner's own model: nothing to stub
+
+
+def test_a_transformers_engine_neither_transfers_nor_sleeps(tmp_path, model_and_tokenizer):
+    from proctor.trainer.config import GRPOConfig
+    from proctor.trainer.rollout.factory import make_engine
+
+    model, tok = model_and_tokenizer
+    engine = make_engine(GRPOConfig.from_flat().rollout, model, tok, tmp_path)
+    try:
+        assert engine.transfer is None and engine.sleeper is None and engine.generator.weight_version == 0
+    finally:
+        engine.close()

@@ -33,7 +33,6 @@ from .metrics import Stopwatch, peak_memory_bytes
 from .objective import GRPOMicroLoss, fixed_logps, reference_logps
 from .pipeline import RolloutPipeline
 from .records import Generation, LearnStats, LossSpec, Scored, StepValues, TrainBatch
-from .rollout.factory import use_sleep
 from .parts import max_turns
 from .run import Run
 from .sampling import groups_with_signal
@@ -59,7 +58,7 @@ class GRPOTrainer(Run):
         self.learner = Learner(p.accelerator, [p.policy], micro_batch_size=config.optim.micro_batch_size,
                                max_grad_norm=config.optim.max_grad_norm, warn=self._warn)
         self.spec = LossSpec.from_config(config.objective, config.rollout, config.optim, max_turns(suite))
-        self.sleeping = use_sleep(config.rollout)   # colocated on a GPU: the engine frees memory for the update
+        self.sleeper = p.engine.sleeper   # colocated on a GPU: the engine frees memory for the update
         self.is_mode = resolve_is_correction(config.rollout)
         self.sync_every = sync_every(config.rollout)
         self._guard(self._warn)
@@ -68,8 +67,10 @@ class GRPOTrainer(Run):
         self.pipeline: Optional[RolloutPipeline] = None
         self._resume_if_asked()
         if config.rollout.async_generation:
+            if p.engine.transfer is None:   # the config refuses it: transformers samples with the learner's weights
+                raise ValueError("rollout.async_generation needs an engine with weights of its own (vllm, vllm_server)")
             self.pipeline = RolloutPipeline(p.rollouts, lambda: self.draw_prompts(config.data.prompts_per_step),
-                                            p.generator, config.rollout.max_staleness,
+                                            p.engine.transfer, config.rollout.max_staleness,
                                             policy_step=self.start_step, pending=self._pending)
 
     # ================================================================== one step
@@ -84,8 +85,8 @@ class GRPOTrainer(Run):
             learn = LearnStats.not_taken().as_dict() | {"skipped_infra": 1}
             return self._row(step, part, learn, watch, time.perf_counter() - t_step)
         # 5. update
-        if self.sleeping:
-            self.generator.sleep()   # the engine's KV cache and weights leave the GPU for the update
+        if self.sleeper is not None:
+            self.sleeper.sleep()   # the engine's KV cache and weights leave the GPU for the update
         learn = self.learn(part.batch, watch, num_items=part.num_items, old_logp=part.old_logp)
         # 6. sync: the next generation samples from the new weights
         with watch.section("sync"):
@@ -209,13 +210,13 @@ class GRPOTrainer(Run):
         """The engine gets the new weights when ``weight_sync.sync_due`` says (the one place
         that decides); a sleeping engine wakes after every update either way."""
         if not sync_due(step, self.sync_every, self.cfg.optim.steps_per_generation):
-            if self.sleeping:
-                self.generator.wake_up()
+            if self.sleeper is not None:
+                self.sleeper.wake_up()
             return
         if self.pipeline is not None:
             self.pipeline.sync(step)
-        elif self.sleeping:
-            self.generator.sync_and_wake()
+        elif self.sleeper is not None:
+            self.sleeper.sync_and_wake()
         else:
             self.generator.sync_weights()
 

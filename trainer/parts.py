@@ -27,7 +27,7 @@ from .placement import prepare_policy, process_group_kwargs
 from .probe import AnswerProbe, answer_reference
 from .selection import Frontier, SelectionRules
 from .rollout import Generator, SamplingParams
-from .rollout.factory import make_generator, run_sampling
+from .rollout.factory import Engine, make_engine, run_sampling
 from .rollout.weights import is_sharded
 from .sampling import EpochOrder, PromptDrawer, PromptLimit, RolloutRunner
 
@@ -39,8 +39,7 @@ class RunParts:
     accelerator: Any
     policy: Trainable
     ref_model: Optional[torch.nn.Module]
-    generator: Generator
-    stop_generator: Callable[[], None]
+    engine: Engine                      # the generator, its close, and what else the backend can do
     sampling: SamplingParams
     drawer: PromptDrawer
     rollouts: RolloutRunner
@@ -50,6 +49,11 @@ class RunParts:
     evaluate: Optional[Callable[[], dict[str, float]]] = None
     # The policy is sharded over several processes (FSDP, ZeRO-3): each of its forwards is a collective
     sharded: bool = False
+
+    @property
+    def generator(self) -> Generator:
+        return self.engine.generator
+
 
 def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
                 eval_suite: Optional[EnvSuite] = None, algorithm: str = "grpo") -> RunParts:
@@ -64,8 +68,9 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
     learner_model = accelerator.unwrap_model(policy.model)
     run_dir = Path(cfg.output_dir if accelerator.is_main_process else f"{cfg.output_dir}/rank{rank}")
     r = cfg.rollout
-    generator, stop = make_generator(r, learner_model, tokenizer, run_dir, seed=cfg.seed,
-                                     lora_rank=cfg.optim.lora_rank, accelerator=accelerator)
+    engine = make_engine(r, learner_model, tokenizer, run_dir, seed=cfg.seed, lora_rank=cfg.optim.lora_rank,
+                         accelerator=accelerator)
+    generator = engine.generator
     sampling = run_sampling(r)
     # Each process draws its own prompts (data parallelism); weights start identical.
     rules = selection_rules(cfg)
@@ -92,7 +97,7 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
     log = MetricsLog(run_dir, trackers=accelerator if (cfg.log.report_to and accelerator.is_main_process) else None,
                      keep_rows=earlier)
     sharded = accelerator.num_processes > 1 and is_sharded(policy.model)
-    return RunParts(accelerator, policy, ref_model, generator, stop, sampling, drawer, runner, log, run_dir,
+    return RunParts(accelerator, policy, ref_model, engine, sampling, drawer, runner, log, run_dir,
                     _evaluator(cfg, eval_suite, generator, tokenizer, sampling, accelerator), sharded)
 
 def max_turns(suite: EnvSuite) -> int:

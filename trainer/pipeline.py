@@ -23,16 +23,16 @@ from typing import Any, Callable, Optional
 
 from .metrics import Stopwatch
 from .records import Scored
-from .rollout import Generator
+from .rollout.base import WeightTransfer
 
 Produce = Callable[[list[Any], Stopwatch], Scored]   # prompts → their scored rollouts
 
 
 class RolloutPipeline:
     """Built from what it runs: ``produce`` (prompts → Scored), ``draw`` (a step's prompts)
-    and the ``generator`` whose weights it snapshots and applies in order."""
+    and the engine (``WeightTransfer``) whose weights it snapshots and applies in order."""
 
-    def __init__(self, produce: Produce, draw: Callable[[], list[Any]], generator: Generator, max_staleness: int,
+    def __init__(self, produce: Produce, draw: Callable[[], list[Any]], generator: WeightTransfer, max_staleness: int,
                  policy_step: int = 0, pending: Optional[list[list[Any]]] = None) -> None:
         self.produce = produce
         self.draw = draw

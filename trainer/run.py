@@ -84,7 +84,7 @@ class Run:
     def close(self) -> None:
         """Stop the scorers' threads and the rollout engine."""
         self.parts.rollouts.close()
-        self.parts.stop_generator()
+        self.parts.engine.close()
 
     # ================================================================== parts for steps and callers
     def draw_prompts(self, n: int) -> list[SuiteItem]:

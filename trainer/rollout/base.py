@@ -59,10 +59,9 @@ def stop_token_ids(tokenizer: Any) -> list[int]:
 class Snapshot:
     """The learner's policy at one moment, in the form a backend loads it.
 
-    ``kind``: "full" (every weight), "lora" (the adapter only), or "shared" (the backend
-    samples with the learner's own model object, so there is nothing to copy)."""
+    ``kind``: "full" (every weight) or "lora" (the adapter only)."""
 
-    kind: Literal["full", "lora", "shared"]
+    kind: Literal["full", "lora"]
     payload: Any = None                 # named tensors, or serialized buckets for a server
     config: Optional[dict] = None       # the adapter's config for "lora"
 
@@ -78,7 +77,9 @@ class SyncInfo:
 
 @runtime_checkable
 class Generator(Protocol):
-    """A rollout backend: every method the trainer, its pipeline and its checkpoints call."""
+    """A rollout backend: every method the trainer, its evaluation and its checkpoints call.
+    Engines that hold weights of their own also serve the async pipeline (``WeightTransfer``);
+    one on the learner's GPU can free its memory for the update (``Sleeper``)."""
 
     @property
     def weight_version(self) -> int:
@@ -94,11 +95,6 @@ class Generator(Protocol):
         """``params.n`` rollouts for each tokenized prompt, grouped by prompt, in prompt order."""
         ...
 
-    def greedy(self, prompts: Sequence[list[int]], max_new_tokens: int, *, stop: tuple[str, ...] = (),
-               repetition_penalty: float = 1.0) -> list[str]:
-        """One greedy completion per prompt, as text: ``greedy_rollouts``' texts."""
-        ...
-
     def greedy_rollouts(self, prompts: Sequence[list[int]], max_new_tokens: int, *, stop: tuple[str, ...] = (),
                         repetition_penalty: float = 1.0) -> list[Rollout]:
         """One greedy completion per prompt (evaluation: its tokens count in the ledger), ended by the
@@ -111,6 +107,23 @@ class Generator(Protocol):
         pushed (the trainer alone decides when: ``trainer/weight_sync.py``)."""
         ...
 
+    def restore(self, version: int) -> None:
+        """After a resume: load the restored learner's weights and call them ``version``."""
+        ...
+
+    def close(self) -> None:
+        """Release threads and connections (not a server the run started: its owner stops it)."""
+        ...
+
+
+class WeightTransfer(Protocol):
+    """An engine with weights of its own (vLLM): what the async pipeline needs to take the
+    learner's weights on its thread and load them later, in order."""
+
+    @property
+    def weight_version(self) -> int:
+        ...
+
     def snapshot(self) -> Snapshot:
         """The learner's policy now, safe to ``apply`` after the learner has moved on."""
         ...
@@ -119,22 +132,18 @@ class Generator(Protocol):
         """Load a snapshot (as ``version``, default the next one); returns the version."""
         ...
 
-    def restore(self, version: int) -> None:
-        """After a resume: load the restored learner's weights and call them ``version``."""
-        ...
+
+class Sleeper(Protocol):
+    """An engine on the learner's GPU (colocated vLLM) that frees its memory for the update."""
 
     def sleep(self) -> None:
-        """Free the engine's accelerator memory for the update (a no-op where nothing is held)."""
+        """Free the engine's accelerator memory for the update."""
         ...
 
     def wake_up(self) -> None:
-        """Take back what ``sleep`` freed."""
+        """Take back what ``sleep`` freed (the weights unchanged)."""
         ...
 
     def sync_and_wake(self) -> bool:
         """After a sleeping update: wake, load the new weights, then the cache; True when synced."""
-        ...
-
-    def close(self) -> None:
-        """Release threads and connections (not a server the run started: its owner stops it)."""
         ...

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..config import RolloutConfig
-from .base import Generator, SamplingParams, logprobs_mode
+from .base import Generator, SamplingParams, Sleeper, WeightTransfer, logprobs_mode
 from .hf import TransformersGenerator
 
 
@@ -28,9 +29,22 @@ def use_sleep(rollout: RolloutConfig) -> bool:
     return rollout.vllm.sleep == "on"
 
 
-def make_generator(rollout: RolloutConfig, learner: Any, tokenizer: Any, run_dir: Path, *, seed: int = 0,
-                   lora_rank: int = 0, accelerator: Any = None) -> tuple[Generator, Callable[[], None]]:
-    """The generator and a function that releases it and whatever it started (a local server)."""
+@dataclass(frozen=True)
+class Engine:
+    """The rollout backend a run config names: the generator; ``close``, which releases it and
+    whatever it started (a local server); the same engine as a ``WeightTransfer`` when it holds
+    weights of its own (vLLM: what the async pipeline needs), and as a ``Sleeper`` when it frees
+    the learner's GPU for the update (``use_sleep``)."""
+
+    generator: Generator
+    close: Callable[[], None]
+    transfer: Optional[WeightTransfer] = None
+    sleeper: Optional[Sleeper] = None
+
+
+def make_engine(rollout: RolloutConfig, learner: Any, tokenizer: Any, run_dir: Path, *, seed: int = 0,
+                lora_rank: int = 0, accelerator: Any = None) -> Engine:
+    """The engine ``rollout`` names, built around the learner's model."""
     v = rollout.vllm
     if rollout.backend == "vllm":
         from .vllm_colocated import VLLMColocatedGenerator
@@ -40,15 +54,15 @@ def make_generator(rollout: RolloutConfig, learner: Any, tokenizer: Any, run_dir
                                      sleep_mode=use_sleep(rollout), sleep_level=v.sleep_level,
                                      gpu_memory_utilization=v.gpu_memory_utilization,
                                      logprobs_mode=logprobs_mode(run_sampling(rollout)))
-        return gen, gen.close
+        return Engine(gen, gen.close, transfer=gen, sleeper=gen if use_sleep(rollout) else None)
     if rollout.backend == "vllm_server":
         return _server_generator(rollout, learner, tokenizer, run_dir, seed, lora_rank, accelerator)
     gen = TransformersGenerator(learner, tokenizer, batch_size=rollout.generation_batch_size)
-    return gen, gen.close
+    return Engine(gen, gen.close)
 
 
 def _server_generator(rollout: RolloutConfig, learner: Any, tokenizer: Any, run_dir: Path, seed: int,
-                      lora_rank: int, accelerator: Any) -> tuple[Generator, Callable[[], None]]:
+                      lora_rank: int, accelerator: Any) -> Engine:
     v = rollout.vllm
     from ..serve.launch import ManagedServer
     from .vllm_server import VLLMServerGenerator
@@ -85,7 +99,7 @@ def _server_generator(rollout: RolloutConfig, learner: Any, tokenizer: Any, run_
         if started is not None:
             started.close()
 
-    return gen, close
+    return Engine(gen, close, transfer=gen)
 
 
-__all__ = ["make_generator", "run_sampling", "use_sleep"]
+__all__ = ["Engine", "make_engine", "run_sampling", "use_sleep"]

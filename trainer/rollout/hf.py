@@ -20,7 +20,7 @@ import torch.distributed as dist
 
 from transformers import LogitsProcessor, LogitsProcessorList, RepetitionPenaltyLogitsProcessor
 
-from .base import Rollout, SamplingParams, Snapshot, SyncInfo, cut_at_stop, stop_token_ids
+from .base import Rollout, SamplingParams, SyncInfo, cut_at_stop, stop_token_ids
 from .weights import is_sharded
 
 
@@ -79,31 +79,15 @@ class TransformersGenerator:
         # collective: each process keeps stepping until all are done, or one would wait forever.
         self.synced = is_sharded(model) and dist.is_initialized() and dist.get_world_size() > 1
 
-    # The learner's own model: every weight method only counts versions.
+    # The learner's own model: syncing only counts versions.
     last_sync: Optional[SyncInfo] = None
 
     def sync_weights(self) -> bool:
         self.weight_version += 1
         return True
 
-    def snapshot(self) -> Snapshot:
-        return Snapshot("shared")
-
-    def apply(self, snapshot: Snapshot, version: Optional[int] = None) -> int:
-        self.weight_version = self.weight_version + 1 if version is None else version
-        return self.weight_version
-
     def restore(self, version: int) -> None:
         self.weight_version = version   # the learner's own weights: nothing to load
-
-    def sleep(self) -> None:
-        """Nothing to free: the learner's model is the sampler."""
-
-    def wake_up(self) -> None:
-        """Nothing was freed."""
-
-    def sync_and_wake(self) -> bool:
-        return self.sync_weights()
 
     def close(self) -> None:
         """No threads or connections."""
