@@ -16,7 +16,7 @@ from proctor.envs import EnvSuite, ListSource, Task, VerifiableEnv, Verdict, Ver
 from proctor.trainer.batch import build_batch, token_logps  # noqa: E402
 from proctor.trainer.config import GRPOConfig  # noqa: E402
 from proctor.trainer.grpo import GRPOTrainer  # noqa: E402
-from proctor.trainer.passrate import PassRateMemory  # noqa: E402
+from proctor.trainer.select.passrate import PassRateMemory  # noqa: E402
 from proctor.trainer.rollout import SamplingParams, TransformersGenerator  # noqa: E402
 
 TASKS = [Task(id=f"t{i}", prompt=[{"role": "user", "content": f"What is {i} + 1?"}], answer=str(i + 1))

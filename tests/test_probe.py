@@ -15,11 +15,11 @@ from proctor.envs import EnvSuite, ListSource, SuiteItem, Task, VerifiableEnv, m
 from proctor.envs.text.verifiers import ExactMatchVerifier
 from proctor.trainer.config import GRPOConfig
 from proctor.trainer.ledger_view import ledger_table
-from proctor.trainer.passrate import PassRateMemory
-from proctor.trainer.probe import AnswerProbe, answer_reference, signal_chance
+from proctor.trainer.select.passrate import PassRateMemory
+from proctor.trainer.select.probe import AnswerProbe, answer_reference, signal_chance
 from proctor.trainer.parts import build_probe, selection_rules, tokenize
 from proctor.trainer.sampling import PromptDrawer
-from proctor.trainer.selection import SelectionRules
+from proctor.trainer.select.frontier import SelectionRules
 from tiny_runs import arithmetic_trainer
 
 
@@ -205,7 +205,7 @@ def _scored(items, passes: float, group_size: int = 8):
 @pytest.mark.parametrize("passes, warns", [(0.25, False), (1.0, True), (0.0, True)])
 def test_a_probe_whose_predictions_miss_the_pass_rates_is_named(passes, warns):
     """Predictions of 0.1 to 0.3 against groups that pass a quarter of the time: calibrated; all or none: warned."""
-    from proctor.trainer.probe_selection import ProbeCalibrationWarning
+    from proctor.trainer.select.probe_selection import ProbeCalibrationWarning
 
     drawer = _drawer(explore=0.01, band=(0.1, 0.3))
     with warnings.catch_warnings(record=True) as caught:
@@ -220,7 +220,7 @@ def test_a_probe_whose_predictions_miss_the_pass_rates_is_named(passes, warns):
 
 # ------------------------------------------------------------------ proctor envs check --probe-model
 def test_agreement_needs_correlation_calibration_and_spread():
-    from proctor.trainer.probe import agreement_problem
+    from proctor.trainer.select.probe import agreement_problem
 
     observed = [0.0, 0.1, 0.2, 0.5, 0.9, 0.0, 0.3]
     assert agreement_problem([0.01, 0.08, 0.25, 0.45, 0.8, 0.02, 0.3], observed) is None

@@ -8,10 +8,10 @@ import pytest
 from proctor.envs import DifficultyKnob, EnvSuite, ListSource, SuiteItem, Task, make_env
 from proctor.envs.core.difficulty import LevelPassRate, check_knob, knob_effect_problem, measure_levels
 from proctor.trainer.config import GRPOConfig
-from proctor.trainer.passrate import PassRateMemory
+from proctor.trainer.select.passrate import PassRateMemory
 from proctor.trainer.parts import build_frontier, selection_rules
 from proctor.trainer.sampling import PromptDrawer
-from proctor.trainer.selection import Frontier, SelectionRules
+from proctor.trainer.select.frontier import Frontier, SelectionRules
 from tiny_runs import arithmetic_trainer
 
 KNOB = DifficultyKnob("size", key="size", edges=(1, 2, 3))
@@ -206,7 +206,7 @@ def test_a_dataset_env_takes_its_knob_from_a_column(tmp_path):
 
 
 def test_a_hard_level_prior_makes_one_all_wrong_group_predict_the_next():
-    from proctor.trainer.selection import prior_from
+    from proctor.trainer.select.frontier import prior_from
 
     memory = PassRateMemory(8, skip_threshold=0.8)
     memory.update("p", [False] * 8, step=1)

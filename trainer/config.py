@@ -46,7 +46,7 @@ class DataConfig:
     prompts_per_step: int = 8                 # B
     dynamic_sampling: bool = False            # DAPO: drop zero-signal groups, draw more prompts
     max_resample_rounds: int = 2
-    # Pre-rollout selection (trainer/selection.py). skip_predicted_zero_signal: a prompt whose
+    # Pre-rollout selection (trainer/select/frontier.py). skip_predicted_zero_signal: a prompt whose
     # own record predicts P(all G right or all wrong) > skip_threshold is skipped, except with
     # probability skip_explore (so it can come back as the policy moves).
     skip_predicted_zero_signal: bool = False
@@ -60,7 +60,7 @@ class DataConfig:
     # with a knob; naming an env without one is an error).
     target_pass_rate: Optional[tuple[float, float]] = None
     difficulty_envs: Optional[list[str]] = None
-    # The answer probe (trainer/probe.py): each prompt's pass rate predicted by the policy's own
+    # The answer probe (trainer/select/probe.py): each prompt's pass rate predicted by the policy's own
     # probability of answer_template.format(answer=task.answer) + EOS, one forward pass over
     # probe_pool x B candidates per step; prompts predicted in target_pass_rate are kept, others
     # with probability skip_explore. For short-answer envs whose gold answer is the reply itself.

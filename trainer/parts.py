@@ -22,10 +22,10 @@ from .evaluation import EvalSettings, Share, eval_items, evaluate
 from .learner import Trainable
 from .metrics import MetricsLog, read_metrics
 from .multiturn import continue_turns
-from .passrate import PassRateMemory
+from .select.passrate import PassRateMemory
 from .placement import prepare_policy, process_group_kwargs
-from .probe import AnswerProbe, answer_reference
-from .selection import Frontier, SelectionRules
+from .select.probe import AnswerProbe, answer_reference
+from .select.frontier import Frontier, SelectionRules
 from .rollout import Generator, SamplingParams
 from .rollout.factory import Engine, make_engine, run_sampling
 from .rollout.weights import is_sharded

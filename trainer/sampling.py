@@ -20,10 +20,10 @@ from proctor.envs import SuiteItem, Verdict
 from proctor.envs.core.splits import question_key
 
 from .metrics import Stopwatch
-from .passrate import PassRateMemory
-from .probe_selection import PassRateProbe, ProbeSelection
+from .select.passrate import PassRateMemory
+from .select.probe_selection import PassRateProbe, ProbeSelection
 from .records import Scored
-from .selection import Frontier, SelectionRules, prior_from
+from .select.frontier import Frontier, SelectionRules, prior_from
 from .rollout import Generator, Rollout, SamplingParams
 
 ScoreFn = Callable[[list[SuiteItem], list[str]], list[Verdict]]
@@ -87,10 +87,10 @@ class PromptDrawer:
     """Tasks for a step, one process's own stream (seeded by rank), chosen before rollout.
 
     ``frontier`` (envs with a difficulty knob, a target band) picks each prompt's level;
-    ``probe`` (the answer probe, ``trainer/probe.py``) predicts each candidate's pass rate
+    ``probe`` (the answer probe, ``trainer/select/probe.py``) predicts each candidate's pass rate
     with the current policy and keeps those in the band; ``memory`` (when ``rules.skip``)
     skips prompts whose own record predicts a zero-signal group. Each kept prompt's
-    importance weight is remembered for ``skip_reweight`` (see ``trainer/selection.py``)."""
+    importance weight is remembered for ``skip_reweight`` (see ``trainer/select/frontier.py``)."""
 
     def __init__(self, sample: Callable[[int, np.random.Generator], list[SuiteItem]], seed: int,
                  memory: PassRateMemory, rules: SelectionRules, default_tokens: int,

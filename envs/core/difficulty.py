@@ -4,7 +4,7 @@ An env that can say how hard each of its tasks is declares a :class:`DifficultyK
 each task carries a number in ``task.data[key]`` (a procedural env writes it when it
 makes the task; a dataset env names a column such as MATH's ``level``), and ``edges``
 cut that number into ordered levels, easiest first. The trainer's selector
-(``proctor.trainer.selection``) keeps a pass-rate estimate per level and draws each
+(``proctor.trainer.select.frontier``) keeps a pass-rate estimate per level and draws each
 prompt from the levels whose predicted pass rate lies in a target band: the policy's
 frontier, where a group of G completions most likely disagrees and so teaches.
 

@@ -136,7 +136,7 @@ def _probe_agreement(env: Any, model: str, n_tasks: int, template: str) -> Optio
     table); a problem, or None."""
     import numpy as np
 
-    from proctor.trainer.probe import agreement_problem
+    from proctor.trainer.select.probe import agreement_problem
 
     from proctor.trainer.config import answer_template_problem
 
@@ -167,7 +167,7 @@ def _probe_rates(model: str, template: str):  # noqa: ANN202 - (env, tasks) → 
     """Per task: the probe's predicted pass rate and the pass rate of 8 completions sampled at
     temperature 1, from the same model through the trainer's prompt tokenisation."""
     from proctor.envs import EnvSuite, SuiteItem
-    from proctor.trainer.probe import AnswerProbe, answer_reference
+    from proctor.trainer.select.probe import AnswerProbe, answer_reference
     from proctor.trainer.parts import tokenize
     from proctor.trainer.sampling_params import SamplingParams
 

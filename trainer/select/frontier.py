@@ -12,7 +12,7 @@ keep such groups from being generated at all:
   pool of thousands of questions most prompts are never seen twice, but their level is.
 * **The prompt's own record** (``skip``, GRESO-style): a prompt whose Beta posterior gives
   ``P(all G right or all G wrong) > skip_threshold`` is skipped, except with probability
-  ``explore`` (``trainer/passrate.py``). The posterior's prior is what prompts like it do:
+  ``explore`` (``trainer/select/passrate.py``). The posterior's prior is what prompts like it do:
   its level's pass rate (else its env's) as the mean, ``PRIOR_STRENGTH`` trials strong, so
   one all-wrong group of a prompt from a hard level already predicts the next.
 

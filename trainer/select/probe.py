@@ -25,9 +25,9 @@ import torch
 
 from proctor.envs import SuiteItem
 
-from .batch import build_batch, token_logps
-from .rollout import Rollout
-from .rollout.base import stop_token_ids
+from ..batch import build_batch, token_logps
+from ..rollout import Rollout
+from ..rollout.base import stop_token_ids
 
 
 class AnswerProbe:
