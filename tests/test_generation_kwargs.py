@@ -22,11 +22,12 @@ def mismatch(model, rollouts, temperature: float) -> dict[str, float]:
     """sampler_logp_diff_* exactly as the learner reports it (batch.token_logps, objective.sampler_mismatch)."""
     from proctor.trainer.batch import build_batch, token_logps
     from proctor.trainer.objective import sampler_mismatch
+    from proctor.trainer.records import combine
 
     batch = build_batch(rollouts, [1.0] * len(rollouts), [True] * len(rollouts), pad_id=0)
     with torch.no_grad():
         logp, _ = token_logps(model, batch, temperature)
-    return sampler_mismatch(logp, batch)
+    return {key: combine([value]) for key, value in sampler_mismatch(logp, batch).items()}
 
 
 # ---------------------------------------------------------------- params
@@ -144,7 +145,7 @@ THINKING = ("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
 
 
 def test_chat_template_kwargs_reach_prompts_and_feedback_turns(model_and_tokenizer):
-    from proctor.trainer.multiturn import ChatTurns
+    from proctor.trainer.rollout.multiturn import ChatTurns
     from proctor.trainer.parts import tokenize
 
     _, tok = model_and_tokenizer

@@ -17,7 +17,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 pytest.importorskip("transformers")
 
 from proctor.envs import EnvSuite, ListSource, SuiteItem, Task, VerifiableEnv, Verdict, Verifier  # noqa: E402
-from proctor.trainer.multiturn import ChatTurns, TemplateSplitError, continue_turns  # noqa: E402
+from proctor.trainer.rollout.multiturn import ChatTurns, TemplateSplitError, continue_turns  # noqa: E402
 from proctor.trainer.rollout import Rollout, SamplingParams  # noqa: E402
 
 TEMPLATES = Path(__file__).parent / "data" / "chat_templates"

@@ -1,11 +1,11 @@
-"""When the engine gets the learner's weights (trainer/weight_sync.py): optimizer steps, never
+"""When the engine gets the learner's weights (trainer/rollout/weight_sync.py): optimizer steps, never
 mid-generation, the same after a resume; and the trainer is the one that decides."""
 
 from __future__ import annotations
 
 import pytest
 
-from proctor.trainer.weight_sync import sync_due
+from proctor.trainer.rollout.weight_sync import sync_due
 
 
 def test_one_step_per_generation_syncs_every_k_steps():

@@ -31,13 +31,13 @@ from .config import GRPOConfig, resolve_is_correction
 from .learner import Learner
 from .metrics import Stopwatch, peak_memory_bytes
 from .objective import GRPOMicroLoss, fixed_logps, reference_logps
-from .pipeline import RolloutPipeline
+from .rollout.pipeline import RolloutPipeline
 from .records import Generation, LearnStats, LossSpec, Scored, StepValues, TrainBatch
 from .parts import max_turns
 from .run import Run
 from .sampling import groups_with_signal
 from .step_row import step_row
-from .weight_sync import sync_due, sync_every
+from .rollout.weight_sync import sync_due, sync_every
 
 
 def _first_with_signal(fresh: Scored, group_size: int, wanted: int) -> tuple[Scored, Scored]:

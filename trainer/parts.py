@@ -21,7 +21,7 @@ from .config import GRPOConfig, flat_view
 from .evaluation import EvalSettings, Share, eval_items, evaluate
 from .learner import Trainable
 from .metrics import MetricsLog, read_metrics
-from .multiturn import continue_turns
+from .rollout.multiturn import continue_turns
 from .select.passrate import PassRateMemory
 from .placement import prepare_policy, process_group_kwargs
 from .select.probe import AnswerProbe, answer_reference

@@ -32,7 +32,7 @@ from .records import LearnStats, LossSpec, Scored, StepValues, TrainBatch
 from .parts import max_turns
 from .run import Run
 from .step_row import step_row
-from .weight_sync import sync_due, sync_every
+from .rollout.weight_sync import sync_due, sync_every
 
 
 class ValueModel(torch.nn.Module):

@@ -9,7 +9,7 @@ Single-turn by default (``max_turns=1``). With ``max_turns > 1`` a wrong answer
 that the verifier has feedback for (a failing test's output) comes back as the
 next observation, until the task is solved or the turns run out. Whether an episode
 goes on is the env's decision alone: ``continues(verdict, turn)`` says it, and both
-``step()`` and the trainer's token-level rollouts (``proctor.trainer.multiturn``) ask it;
+``step()`` and the trainer's token-level rollouts (``proctor.trainer.rollout.multiturn``) ask it;
 ``feedback_turn(verdict)`` is the user message that carries the feedback.
 """
 

@@ -104,7 +104,7 @@ class Generator(Protocol):
 
     def sync_weights(self) -> bool:
         """Make the next rollouts come from the learner's current weights, now; True when it
-        pushed (the trainer alone decides when: ``trainer/weight_sync.py``)."""
+        pushed (the trainer alone decides when: ``trainer/rollout/weight_sync.py``)."""
         ...
 
     def restore(self, version: int) -> None:

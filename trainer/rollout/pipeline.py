@@ -21,9 +21,9 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Optional
 
-from .metrics import Stopwatch
-from .records import Scored
-from .rollout.base import WeightTransfer
+from ..metrics import Stopwatch
+from ..records import Scored
+from .base import WeightTransfer
 
 Produce = Callable[[list[Any], Stopwatch], Scored]   # prompts → their scored rollouts
 

@@ -45,7 +45,7 @@ from proctor.envs import EnvSuite, SuiteItem, Verdict
 from proctor.envs.core.env import TEXT_TURN_SEPARATOR
 from proctor.envs.core.types import Message
 
-from .rollout import Generator, Rollout, SamplingParams
+from .base import Generator, Rollout, SamplingParams
 
 ScoreFn = Callable[[list[SuiteItem], list[Rollout]], list[Verdict]]
 
