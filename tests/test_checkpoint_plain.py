@@ -1,6 +1,7 @@
 """Checkpoints as plain data: each process's state is JSON plus safetensors, never a pickle, and
 the records in it (tasks, rollouts, verdicts, a generation batch in flight) are written by kind
-and field name, so a class that moves or is renamed does not break resume."""
+and field name, so a class that moves or is renamed does not break resume. So are the weights,
+the optimizer, the scheduler and the RNGs that accelerate's save_state used to pickle."""
 
 from __future__ import annotations
 
@@ -31,9 +32,12 @@ from proctor.trainer.records import Generation, RowCount, Scored, TrainBatch  # 
 from proctor.trainer.rollout import base as rollout_base  # noqa: E402
 from proctor.trainer.rollout.base import Rollout  # noqa: E402
 
-# What accelerate writes itself into a checkpoint with torch.save (a pickle inside): the optimizer,
-# the scheduler (registered for checkpointing) and the global RNGs. Not proctor's own state.
+# What accelerate's save_state wrote with torch.save (a pickle inside) before: the optimizer, the
+# scheduler (registered for checkpointing) and the global RNGs.
 ACCELERATE_PICKLES = {"optimizer.bin", "custom_checkpoint_0.pkl", "random_states_0.pkl"}
+# A one-process checkpoint now, every file of it.
+PLAIN_FILES = {"model.safetensors", "training_state.json", "training_state.safetensors", "rng_state.json",
+               "proctor_state.json", "proctor_state.safetensors"}
 
 
 class Mixed(Verifier):
@@ -86,7 +90,7 @@ def assert_same(a, b, where="state"):
     assert type(a) is type(b), (where, type(a), type(b))
     if isinstance(a, torch.Tensor):
         assert a.dtype == b.dtype and a.shape == b.shape, where
-        assert torch.equal(a.cpu().contiguous().view(torch.uint8), b.cpu().contiguous().view(torch.uint8)), where
+        assert torch.equal(a.cpu().reshape(-1).view(torch.uint8), b.cpu().reshape(-1).view(torch.uint8)), where
     elif dataclasses.is_dataclass(a):
         for f in dataclasses.fields(a):
             assert_same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
@@ -138,8 +142,13 @@ def test_a_checkpoint_holds_json_and_safetensors_never_a_pickle(straight):
         doc = json.load(f, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
     with safe_open(str(step1 / "proctor_state.safetensors"), framework="pt") as f:
         assert "generation.batch.input_ids" in f.keys()
-    others = {p.name for p in step1.iterdir() if p.is_file() and not p.name.startswith("proctor_state")}
-    assert {p for p in others if is_pickle(step1 / p)} == ACCELERATE_PICKLES
+    assert {p.name for p in step1.iterdir()} == PLAIN_FILES   # no .pkl, no .bin, nothing else
+    for p in step1.iterdir():   # every file strict JSON or safetensors, none a pickle
+        assert not is_pickle(p), p.name
+        if p.suffix == ".json":
+            json.loads(p.read_text(), parse_constant=lambda c, p=p: pytest.fail(f"{p.name}: non-standard constant {c}"))
+        else:
+            safe_open(str(p), framework="pt").keys()
     assert doc["format"] == "proctor-state" and doc["tensors_file"] == "proctor_state.safetensors"
     # Stopped mid-generation: the rest of the batch is in the state, with every kind of record.
     assert kinds_in(doc["state"]) == set(state_codec.KINDS)
@@ -152,6 +161,146 @@ def test_a_checkpoint_holds_json_and_safetensors_never_a_pickle(straight):
         assert not any(kind.cls.__module__ in s or s == kind.cls.__qualname__ for s in texts), kind.name
     assert not any("proctor." in s or "__main__" in s or "<class" in s for s in texts)
     assert trainer.parts.drawer.memory.skipped > 0   # the pass-rate memory did skip in this run
+
+
+def test_optimizer_scheduler_and_rngs_are_plain_data_too(straight):
+    """What accelerate pickled (optimizer.bin, custom_checkpoint_0.pkl, random_states_0.pkl): the
+    optimizer's tensors by name in safetensors, the rest strict JSON without a class path."""
+    _, _, root, _ = straight
+    for step in (1, 2, 3):
+        doc = json.loads((root / f"step-{step}" / "training_state.json").read_text())
+        # the learner steps the schedule once per optimizer step (one per trainer step here)
+        assert doc["state"]["schedulers"][0]["last_epoch"] == step
+        assert doc["state"]["scaler"] is None and doc["tensors_file"] == "training_state.safetensors"
+    texts = strings_in(doc) + strings_in(json.loads((root / "step-3" / "rng_state.json").read_text()))
+    assert not any("proctor." in s or "torch." in s or "numpy." in s or "<class" in s for s in texts)
+    with safe_open(str(root / "step-3" / "training_state.safetensors"), framework="pt") as f:
+        names = set(f.keys())
+    assert {"optimizers.0.state.0.exp_avg", "optimizers.0.state.0.exp_avg_sq", "optimizers.0.state.0.step"} <= names
+    group = doc["state"]["optimizers"][0]["param_groups"][0]
+    assert group["betas"] == {"$tuple": [0.9, 0.999]} and group["params"][:2] == [0, 1]
+
+
+class Tied(torch.nn.Module):
+    """An output layer sharing the embedding's weight (as tied LM heads do)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(5, 3)
+        self.out = torch.nn.Linear(3, 5, bias=False)
+        self.out.weight = self.embed.weight
+
+    def forward(self, x):
+        return self.out(self.embed(x))
+
+
+def test_weights_optimizer_scheduler_and_rngs_come_back_bit_for_bit(tmp_path):
+    from accelerate import Accelerator
+
+    from proctor.trainer.learner import Trainable
+    from proctor.trainer.placement import adamw, lr_schedule
+
+    torch.manual_seed(0)
+    acc = Accelerator(cpu=True)
+    assert checkpoint.plain_training_state(acc)
+    model = Tied()
+    optimizer = adamw(list(model.parameters()), 1e-2, weight_decay=0.1)
+    scheduler = lr_schedule(optimizer, "cosine", 1, 10)
+    model, optimizer = acc.prepare(model, optimizer)
+    parts = [Trainable(model, optimizer, scheduler)]
+
+    def train(n):
+        for _ in range(n):
+            model(torch.tensor([1, 2, 4])).square().sum().backward()
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+
+    def draws():
+        return random.random(), float(np.random.rand()), torch.rand(3)
+
+    train(2)
+    checkpoint.save_training(tmp_path, acc, parts)
+    saved = copy.deepcopy((model.state_dict(), optimizer.state_dict(), scheduler.state_dict()))
+    expected = draws()
+    train(1)   # everything moves on
+    draws()
+    checkpoint.load_training(tmp_path, acc, parts)
+    assert_same(model.state_dict(), saved[0], "weights")
+    assert_same(optimizer.state_dict(), saved[1], "optimizer")
+    assert_same(scheduler.state_dict(), saved[2], "scheduler")
+    assert model.out.weight is model.embed.weight   # still tied
+    assert_same(draws(), expected, "draws")
+    with safe_open(str(tmp_path / "model.safetensors"), framework="pt") as f:
+        assert len(list(f.keys())) == 1   # the shared weight written once
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.safetensors", "rng_state.json",
+                                                         "training_state.json", "training_state.safetensors"]
+
+
+def test_accelerate_pickles_and_a_launch_mismatch_are_refused(tmp_path):
+    from types import SimpleNamespace
+
+    from accelerate import Accelerator
+    from accelerate.utils import DistributedType
+
+    from proctor.trainer.learner import Trainable
+
+    model = torch.nn.Linear(2, 2)
+    parts = [Trainable(model, torch.optim.AdamW(model.parameters()))]
+    old = checkpoint.checkpoint_dir(tmp_path, 2)   # as proctor wrote it before (accelerate's save_state)
+    checkpoint.save(old, {"step": 2})
+    for name in ACCELERATE_PICKLES:
+        (old / name).write_bytes(pickle.dumps({"step": 2}))
+    with pytest.raises(checkpoint.OldCheckpointFormat, match=r"pickled \(custom_checkpoint_0.pkl, .*start afresh"):
+        checkpoint.load_training(old, Accelerator(cpu=True), parts)
+    # A DeepSpeed launch cannot read a plain checkpoint (and says so rather than failing inside accelerate).
+    plain = checkpoint.checkpoint_dir(tmp_path, 3)
+    checkpoint.save_training(plain, Accelerator(cpu=True), parts)
+    deepspeed = SimpleNamespace(state=SimpleNamespace(deepspeed_plugin=object()), device=torch.device("cpu"),
+                                distributed_type=DistributedType.DEEPSPEED,
+                                load_state=lambda path: pytest.fail("handed to accelerate"))
+    assert not checkpoint.plain_training_state(deepspeed)
+    with pytest.raises(ValueError, match="launch that saved it"):
+        checkpoint.load_training(plain, deepspeed, parts)
+
+
+def test_ppo_resumes_policy_and_critic_bit_identical(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from proctor.envs import EnvSuite, ListSource, VerifiableEnv
+    from proctor.tiny_model import tiny_model_path
+    from proctor.trainer.config import GRPOConfig
+    from proctor.trainer.ppo import PPOTrainer, ValueModel
+
+    path = tiny_model_path(pretrain_steps=0)
+    tasks = [Task(id=f"t{i}", prompt=[{"role": "user", "content": f"What is {i} + 1?"}], answer=str(i + 1))
+             for i in range(8)]
+
+    def ppo(out, **extra):
+        from accelerate.state import AcceleratorState
+
+        AcceleratorState._reset_state(reset_partial_state=True)
+        cfg = GRPOConfig.from_flat(model=str(path), algorithm="ppo", group_size=1, prompts_per_step=4,
+                                   max_new_tokens=6, max_steps=2, save_every=1, learning_rate=1e-3,
+                                   critic_learning_rate=1e-3, output_dir=str(out), **extra)
+        return PPOTrainer(cfg, EnvSuite({"a": VerifiableEnv(ListSource(tasks), Mixed())}),
+                          AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path),
+                          ValueModel.from_pretrained(path))
+
+    straight = ppo(tmp_path / "a")
+    rows_a = straight.train()
+    step1 = tmp_path / "a" / "checkpoints" / "step-1"
+    # the critic's weights beside the policy's (PPO's own state has no tensors: no proctor_state.safetensors)
+    assert {p.name for p in step1.iterdir()} == PLAIN_FILES - {"proctor_state.safetensors"} | {"model_1.safetensors"}
+    assert not any(is_pickle(p) for p in step1.iterdir())
+    resumed = ppo(tmp_path / "b", resume_from=str(step1))
+    rows_b = resumed.train()
+    assert [r["step"] for r in rows_b] == [2]
+    for key in ("reward_mean", "loss", "value_loss", "grad_norm", "lr"):
+        assert_same(rows_a[1][key], rows_b[0][key], key)
+    for a, b in ((straight.model, resumed.model), (straight.critic, resumed.critic)):
+        for (name, x), (_, y) in zip(a.named_parameters(), b.named_parameters()):
+            assert torch.equal(x, y), name
 
 
 def test_every_state_comes_back_as_it_was_handed_to_save(straight):

@@ -43,7 +43,9 @@ def prepare_policy(cfg: GRPOConfig, model: Any, accelerator: Any) -> tuple[Train
         model, optimizer = accelerator.prepare(model, optimizer)
     model.eval()   # rollouts in eval mode; the learner switches to train mode for the update
     # Stepped once per optimizer step by the learner on every process (not through accelerate,
-    # which would step it once per process); checkpointed with the rest.
+    # which would step it once per process). Registered for accelerate's save_state, which writes
+    # the checkpoint under DeepSpeed (and accelerate's FSDP); elsewhere checkpoint.save_training
+    # writes it as plain data and accelerate's registration goes unused.
     accelerator.register_for_checkpointing(scheduler)
     if ref_model is not None:
         ref_model.to(accelerator.device)

@@ -127,13 +127,14 @@ class Run:
         self._load_own_state(state)
 
     def save_checkpoint(self, step: int) -> Path:
-        """Model, optimizer and scheduler through accelerate, then each process's own state;
-        rank 0's file goes last and marks the checkpoint complete. Only the newest
-        ``checkpoint.save_total_limit`` checkpoints stay."""
+        """Weights, optimizer, scheduler and RNGs (as plain data, or through accelerate under
+        DeepSpeed: ``checkpoint.save_training``), then each process's own state; rank 0's file goes
+        last and marks the checkpoint complete. Only the newest ``checkpoint.save_total_limit``
+        checkpoints stay."""
         path = checkpoint.checkpoint_dir(self.cfg.output_dir, step)
         acc, policy = self.accelerator, self.parts.policy
         state = self.state_dict(step)
-        acc.save_state(str(path))
+        checkpoint.save_training(path, acc, self.learner.parts, sharded=fsdp_on_cpu(acc))
         if fsdp_on_cpu(acc):
             checkpoint.save_sharded(path, policy.model, policy.optimizer)
         if acc.process_index != 0:
@@ -153,7 +154,7 @@ class Run:
         if path is None:
             raise FileNotFoundError(f"checkpoint.resume_from=latest: no checkpoint under {out}/checkpoints")
         state = checkpoint.load(path, self.accelerator.process_index)
-        self.accelerator.load_state(str(path))
+        checkpoint.load_training(path, self.accelerator, self.learner.parts, sharded=fsdp_on_cpu(self.accelerator))
         if fsdp_on_cpu(self.accelerator):
             checkpoint.load_sharded(path, self.parts.policy.model, self.parts.policy.optimizer)
         self.load_state_dict(state)

@@ -1,8 +1,9 @@
-"""A process's checkpoint state as plain data: JSON values, plus tensors kept apart by name.
+"""Checkpoint state as plain data (a process's own state, the optimizer, scheduler and RNG
+states): JSON values, plus tensors kept apart by name.
 
 ``encode(state)`` returns ``(plain, tensors)``: ``plain`` holds only what JSON holds (None,
 bools, ints, finite floats, strings, lists, dicts with string keys); every tensor is replaced
-by a reference to its name in ``tensors`` (which ``checkpoint.save`` writes as safetensors).
+by a reference to its name in ``tensors`` (which ``checkpoint`` writes as safetensors).
 ``decode(plain, tensors)`` gives the state back. Nothing is pickled and no Python module or
 class path is written: a record is written as its fields by name under a kind name of its own
 (``KINDS``), so a record class can move or be renamed without breaking resume (point its kind
@@ -16,7 +17,7 @@ What JSON cannot say is written as a one-key object whose key starts with ``$``:
     {"$float": "nan" | "inf" | "-inf"}                  a float JSON has no number for
     {"$dict": [[key, value], ...]}                      a dict with keys that are not strings (or start with $)
     {"$bytes": "<base64>"}                              bytes
-    {"$ndarray": {"dtype": "uint32", "data": [...]}}    a numpy array (numpy scalars are written as numbers)
+    {"$ndarray": {"dtype": "<u4", "shape": [...], "data": [...]}}   a numpy array (numpy scalars: numbers)
 
 (``$record`` objects are the only ones with more than one key.) Anything else is refused at
 save with the path to the value, never written in a form resume cannot read.
