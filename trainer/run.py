@@ -112,7 +112,8 @@ class Run:
 
     # ================================================================== state
     def state_dict(self, step: int) -> dict[str, Any]:
-        """This process's state after ``step``, as plain data (weights and optimizer go through accelerate)."""
+        """This process's state after ``step``, as plain data (weights, optimizer, scheduler and RNGs are
+        saved beside it: ``checkpoint.save_training``)."""
         return {"step": step, "drawer": self.parts.drawer.state_dict(), "totals": asdict(self.totals),
                 "weight_version": self.generator.weight_version, "config": self.cfg.to_dict(),
                 **self._own_state(step)}
