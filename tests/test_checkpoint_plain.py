@@ -197,8 +197,8 @@ class Tied(torch.nn.Module):
 def test_weights_optimizer_scheduler_and_rngs_come_back_bit_for_bit(tmp_path):
     from accelerate import Accelerator
 
-    from proctor.trainer.learner import Trainable
-    from proctor.trainer.placement import adamw, lr_schedule
+    from proctor.trainer.learn.learner import Trainable
+    from proctor.trainer.learn.placement import adamw, lr_schedule
 
     torch.manual_seed(0)
     acc = Accelerator(cpu=True)
@@ -243,7 +243,7 @@ def test_accelerate_pickles_and_a_launch_mismatch_are_refused(tmp_path):
     from accelerate import Accelerator
     from accelerate.utils import DistributedType
 
-    from proctor.trainer.learner import Trainable
+    from proctor.trainer.learn.learner import Trainable
 
     model = torch.nn.Linear(2, 2)
     parts = [Trainable(model, torch.optim.AdamW(model.parameters()))]

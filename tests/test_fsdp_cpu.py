@@ -3,7 +3,7 @@ backend), the weight gather for engines, a sharded checkpoint and its resume, an
 model, against the unsharded data-parallel run on the same seeds.
 
 (accelerate 1.15 enables FSDP on accelerator devices only; on CPU processes proctor shards
-the policy with torch's ``fully_shard`` itself: trainer/placement.py ``shard_fsdp2``.)"""
+the policy with torch's ``fully_shard`` itself: trainer/learn/placement.py ``shard_fsdp2``.)"""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ FILTERS = dict(top_p=0.5, top_k=5)
 def mismatch(model, rollouts, temperature: float) -> dict[str, float]:
     """sampler_logp_diff_* exactly as the learner reports it (batch.token_logps, objective.sampler_mismatch)."""
     from proctor.trainer.batch import build_batch, token_logps
-    from proctor.trainer.objective import sampler_mismatch
+    from proctor.trainer.learn.objective import sampler_mismatch
     from proctor.trainer.records import combine
 
     batch = build_batch(rollouts, [1.0] * len(rollouts), [True] * len(rollouts), pad_id=0)

@@ -20,7 +20,7 @@ from test_micro_batch_loss import _batch, _learner  # noqa: E402
 from proctor.trainer.algo.is_correction import importance_weights, is_weights  # noqa: E402
 from proctor.trainer.batch import token_logps  # noqa: E402
 from proctor.trainer.config import GRPOConfig, RolloutConfig, resolve_is_correction  # noqa: E402
-from proctor.trainer.objective import GRPOMicroLoss  # noqa: E402
+from proctor.trainer.learn.objective import GRPOMicroLoss  # noqa: E402
 from proctor.trainer.records import LossSpec  # noqa: E402
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "is_correction.py"

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from test_grpo_trainer import DigitShare, fresh_accelerator_state, tiny, trainer_for  # noqa: E402,F401
 
-from proctor.trainer.learner import Learner, Trainable  # noqa: E402
+from proctor.trainer.learn.learner import Learner, Trainable  # noqa: E402
 from proctor.trainer.records import TrainBatch  # noqa: E402
 
 
@@ -126,7 +126,7 @@ def test_bf16_reference_goes_through_the_policys_precision_path(tiny, tmp_path):
 
 
 def test_deepspeed_config_is_fitted_to_the_learner_or_refused():
-    from proctor.trainer.placement import fit_deepspeed_config
+    from proctor.trainer.learn.placement import fit_deepspeed_config
 
     ds = {"train_micro_batch_size_per_gpu": "auto", "gradient_clipping": "auto", "gradient_accumulation_steps": 1,
           "zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": False}}

@@ -21,8 +21,8 @@ from test_grpo_trainer import fresh_accelerator_state  # noqa: E402,F401
 
 from proctor.trainer.algo import policy_loss  # noqa: E402
 from proctor.trainer.batch import token_logps  # noqa: E402
-from proctor.trainer.learner import Learner, Trainable  # noqa: E402
-from proctor.trainer.objective import GRPOMicroLoss  # noqa: E402
+from proctor.trainer.learn.learner import Learner, Trainable  # noqa: E402
+from proctor.trainer.learn.objective import GRPOMicroLoss  # noqa: E402
 from proctor.trainer.records import LossSpec, Max, Mean, Min, RowCount, TrainBatch, combine  # noqa: E402
 
 F64 = torch.float64

@@ -28,9 +28,9 @@ from proctor.envs import EnvSuite, SuiteItem
 from .algo import AdvantageStats, group_advantages
 from .batch import build_batch
 from .config import GRPOConfig, resolve_is_correction
-from .learner import Learner
+from .learn.learner import Learner
 from .metrics import Stopwatch, peak_memory_bytes
-from .objective import GRPOMicroLoss, fixed_logps, reference_logps
+from .learn.objective import GRPOMicroLoss, fixed_logps, reference_logps
 from .rollout.pipeline import RolloutPipeline
 from .records import Generation, LearnStats, LossSpec, Scored, StepValues, TrainBatch
 from .parts import max_turns

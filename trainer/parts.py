@@ -19,11 +19,11 @@ from proctor.envs.core.difficulty import check_knob
 
 from .config import GRPOConfig, flat_view
 from .evaluation import EvalSettings, Share, eval_items, evaluate
-from .learner import Trainable
+from .learn.learner import Trainable
 from .metrics import MetricsLog, read_metrics
 from .rollout.multiturn import continue_turns
 from .select.passrate import PassRateMemory
-from .placement import prepare_policy, process_group_kwargs
+from .learn.placement import prepare_policy, process_group_kwargs
 from .select.probe import AnswerProbe, answer_reference
 from .select.frontier import Frontier, SelectionRules
 from .rollout import Generator, SamplingParams

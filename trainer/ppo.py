@@ -25,9 +25,9 @@ from .algo import kl_estimate, policy_loss
 from .algo.gae import gae, token_rewards, value_loss, whiten
 from .batch import build_batch, token_logps
 from .config import GRPOConfig
-from .learner import Learner, Trainable, disable_dropout
+from .learn.learner import Learner, Trainable, disable_dropout
 from .metrics import Stopwatch, peak_memory_bytes
-from .objective import fixed_logps, reference_logps
+from .learn.objective import fixed_logps, reference_logps
 from .records import LearnStats, LossSpec, Scored, StepValues, TrainBatch
 from .parts import max_turns
 from .run import Run

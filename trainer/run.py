@@ -26,10 +26,10 @@ from . import checkpoint
 from .config import GRPOConfig
 from .consensus import Consensus
 from .evaluation import describe, is_due
-from .learner import Learner
+from .learn.learner import Learner
 from .metrics import plot_run
 from .parts import RunParts, build_parts
-from .placement import fsdp_on_cpu, full_state_dict
+from .learn.placement import fsdp_on_cpu, full_state_dict
 from .records import Ledger, Scored
 from .rollout.weights import is_zero3
 from .sampling import InfraGuard

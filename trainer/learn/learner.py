@@ -35,7 +35,7 @@ from typing import Any, Callable, Optional, Protocol
 
 import torch
 
-from .records import LearnStats, RowCount, TrainBatch, combine
+from ..records import LearnStats, RowCount, TrainBatch, combine
 
 
 class MicroLoss(Protocol):

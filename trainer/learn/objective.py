@@ -32,11 +32,11 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from .algo import LossOutput, policy_loss
-from .algo.is_correction import ISWeights, importance_weights
-from .batch import token_logps
-from .metrics import Stopwatch
-from .records import LossSpec, Max, Mean, Min, RowCount, TrainBatch
+from ..algo import LossOutput, policy_loss
+from ..algo.is_correction import ISWeights, importance_weights
+from ..batch import token_logps
+from ..metrics import Stopwatch
+from ..records import LossSpec, Max, Mean, Min, RowCount, TrainBatch
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from .config import GRPOConfig
+from ..config import GRPOConfig
 from .learner import Trainable, disable_dropout
-from .rollout.weights import is_peft
+from ..rollout.weights import is_peft
 
 
 def prepare_policy(cfg: GRPOConfig, model: Any, accelerator: Any) -> tuple[Trainable, Optional[torch.nn.Module]]:
