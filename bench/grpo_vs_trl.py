@@ -28,9 +28,17 @@ samples with seed SEED + r in both trainers: what a step costs depends on what w
 leaves rows with zero advantage out of the backward, so a step whose groups carry more signal costs
 more), and one seed is one draw of that (measured 2026-12-01: 0.43x-0.83x over seeds 0-3).
 
+Fixed realistic lengths (``--forced-tokens 128 256``): the same job once per length N, every
+completion exactly N new tokens in both trainers (``max_new_tokens`` = ``min_new_tokens`` = N:
+transformers' ``MinNewTokensLengthLogitsProcessor`` masks the stop token until N tokens, TRL given
+it through ``GRPOConfig.generation_kwargs``, proctor through ``TransformersGenerator.min_new_tokens``;
+the reward function unchanged). The table per length gives s/step, generation s/step and tokens/s,
+learn s/step, peak RSS and proctor/TRL for each (defaults there: 5 steps, 2 rounds).
+
     .venv/bin/python bench/grpo_vs_trl.py                          # 4 rounds (seeds 0-3), ~2 min on 2 cores
     .venv/bin/python bench/grpo_vs_trl.py --rounds 1 --steps 4     # smoke run
     .venv/bin/python bench/grpo_vs_trl.py --json /tmp/grpo_vs_trl.json
+    .venv/bin/python bench/grpo_vs_trl.py --forced-tokens 128 256 --json /tmp/grpo_vs_trl_forced.json
 
 Goal (the issue): proctor at most 0.7x TRL's time per step and no more memory. Exit status 0 either
 way; the verdict is printed and in the JSON.
@@ -125,6 +133,7 @@ def run_trl(args: argparse.Namespace, model_path: str, out_dir: str) -> dict[str
         report_to=[], logging_steps=1, save_strategy="no",
         seed=args.seed, dataloader_num_workers=0,
         disable_tqdm=True,
+        generation_kwargs={"min_new_tokens": args.min_new_tokens} if args.min_new_tokens else None,
     )
     split = {"generate": 0.0, "score": 0.0, "rollout": 0.0}
     tokens = {"generated": 0}
@@ -222,6 +231,8 @@ def run_proctor(args: argparse.Namespace, model_path: str, out_dir: str) -> dict
     t0 = time.perf_counter()
     trainer = build_trainer(cfg)
     init_s = time.perf_counter() - t0
+    if args.min_new_tokens:   # the same transformers processor TRL is given (generation_kwargs)
+        trainer.generator.min_new_tokens = args.min_new_tokens
     marks: dict[str, Any] = {"first_begin": None, "ends": [], "rss_after_last_step": float("nan")}
     inner_step = trainer.step
 
@@ -297,12 +308,13 @@ def _versions() -> dict[str, str]:
 
 
 def _run_worker(framework: str, args: argparse.Namespace, work: Path, round_no: int) -> dict[str, Any]:
+    work.mkdir(parents=True, exist_ok=True)
     result = work / f"{framework}_{round_no}.json"
     log = work / f"{framework}_{round_no}.log"
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", framework, "--result", str(result),
            "--steps", str(args.steps), "--prompts", str(args.prompts), "--group", str(args.group),
            "--max-new-tokens", str(args.max_new_tokens), "--lr", str(args.lr), "--seed", str(args.seed + round_no),
-           "--model-steps", str(args.model_steps)]
+           "--model-steps", str(args.model_steps), "--min-new-tokens", str(args.min_new_tokens)]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads),
            "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1", "COLUMNS": "160"}
     print(f"[round {round_no + 1}/{args.rounds}] {framework} ... (load {os.getloadavg()[0]:.2f})",
@@ -357,6 +369,11 @@ def summarize(runs: list[dict[str, Any]], skip: int = 1) -> dict[str, Any]:
     }
     split_keys = sorted({k for s in timed for k in s if k.endswith("_s") and k not in ("wall_s",)})
     summary["split_mean_s"] = {k[:-2]: _mean([_num(s.get(k)) for s in timed]) for k in split_keys}
+    gen_s = sum(_num(s["generate_s"]) for s in timed)
+    summary["generate_s_per_step"] = summary["split_mean_s"].get("generate", float("nan"))
+    summary["learn_s_per_step"] = summary["split_mean_s"].get("learn", float("nan"))
+    summary["gen_tokens_per_s"] = sum(_num(s["tokens"]) for s in timed) / gen_s if gen_s > 0 else float("nan")
+    summary["tokens_per_step"] = _mean([_num(s["tokens"]) for s in timed])
     return summary
 
 
@@ -421,12 +438,59 @@ def print_report(summary: dict[str, dict[str, Any]], args: argparse.Namespace, m
                                      "mem_ratio_max": GOAL_MEM_RATIO, "mem_met": mem_ok}}
 
 
+FORCED_ROWS = (   # label, summary key, format, whether a proctor/TRL ratio is shown
+    ("s/step mean", "s_per_step_mean", ".3f", True),
+    ("s/step median", "s_per_step_median", ".3f", True),
+    ("generation s/step", "generate_s_per_step", ".3f", True),
+    ("generation tokens/s", "gen_tokens_per_s", ",.0f", True),
+    ("learn s/step", "learn_s_per_step", ".3f", True),
+    ("peak RSS MiB", "peak_rss_mib", ".0f", True),
+    ("tokens per step", "tokens_per_step", ".0f", False),
+    ("zero-signal groups (frac)", "zero_signal_frac_mean", ".2f", False),
+)
+
+
+def print_forced_report(summaries: dict[int, dict[str, dict[str, Any]]], args: argparse.Namespace,
+                        meta: dict[str, Any]) -> dict[str, Any]:
+    """One table per forced length; the goal: s/step <= GOAL_TIME_RATIO x TRL's, generation no slower."""
+    print(f"\nGRPO on CPU, fixed lengths: B={args.prompts} prompts x G={args.group} completions, every one exactly "
+          f"N new tokens, {args.steps} steps, OMP_NUM_THREADS={args.threads}, {args.rounds} round(s); "
+          f"steps 2..{args.steps} timed")
+    print(f"machine: {meta['machine']['nproc']} cores, {meta['machine']['cpu']}, {meta['machine']['mem_gib']} GiB; "
+          f"torch {meta['versions']['torch']}, trl {meta['versions']['trl']}, "
+          f"transformers {meta['versions']['transformers']}")
+    verdicts: dict[int, Any] = {}
+    for n, summary in summaries.items():
+        t, p = summary["trl"], summary["proctor"]
+        print(f"\nN = {n} forced new tokens\n")
+        print(f"| {'':<26} | {'TRL':>10} | {'proctor':>10} | {'proctor/TRL':>11} |")
+        print(f"|{'-' * 28}|{'-' * 11}:|{'-' * 11}:|{'-' * 12}:|")
+        ratio = {}
+        for label, key, spec, show in FORCED_ROWS:
+            ratio[key] = p[key] / t[key] if t[key] else float("nan")
+            r = f"{ratio[key]:.2f}x" if show else ""
+            print(f"| {label:<26} | {_fmt(t[key], spec):>10} | {_fmt(p[key], spec):>10} | {r:>11} |")
+        by_round = [f"seed {args.seed + i}: {pm / tm:.2f}x" for i, (tm, pm)
+                    in enumerate(zip(t["s_per_step_mean_by_round"], p["s_per_step_mean_by_round"]))]
+        print("\nproctor/TRL mean s/step by round: " + ", ".join(by_round))
+        time_ok = ratio["s_per_step_mean"] <= GOAL_TIME_RATIO
+        gen_ok = ratio["generate_s_per_step"] <= 1.0
+        print(f"goal: s/step <= {GOAL_TIME_RATIO}x TRL -> {ratio['s_per_step_mean']:.2f}x "
+              f"({'met' if time_ok else 'MISSED'}); generation no slower -> {ratio['generate_s_per_step']:.2f}x "
+              f"({'met' if gen_ok else 'MISSED'})")
+        verdicts[n] = {"ratio": ratio, "time_met": time_ok, "generation_met": gen_ok}
+    return {"goal": {"time_ratio_max": GOAL_TIME_RATIO, "generation_ratio_max": 1.0}, "by_length": verdicts}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--steps", type=int, default=10, help="optimizer steps per run (10)")
-    ap.add_argument("--rounds", type=int, default=4,
-                    help="runs per framework, order alternating, round r with seed SEED + r for both (4)")
+    ap.add_argument("--steps", type=int, help="optimizer steps per run (10; with --forced-tokens 5)")
+    ap.add_argument("--rounds", type=int,
+                    help="runs per framework, order alternating, round r with seed SEED + r for both "
+                         "(4; with --forced-tokens 2)")
+    ap.add_argument("--forced-tokens", type=int, nargs="+", metavar="N",
+                    help="fixed lengths: one job per N, every completion exactly N new tokens in both trainers")
     ap.add_argument("--json", metavar="PATH", help="write config, machine, every step and the summary here")
     ap.add_argument("--prompts", type=int, default=4, help="prompts per step, B (4)")
     ap.add_argument("--group", type=int, default=8, help="completions per prompt, G (8)")
@@ -435,17 +499,24 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="round r uses SEED + r (0)")
     ap.add_argument("--threads", type=int, default=1, help="OMP_NUM_THREADS of the workers (1)")
     ap.add_argument("--model-steps", type=int, default=800, help="tiny model's pretraining steps (800, cached)")
+    ap.add_argument("--min-new-tokens", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--worker", choices=FRAMEWORKS, help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         worker_main(args)
         return
+    forced = bool(args.forced_tokens)
+    args.steps = args.steps if args.steps is not None else (5 if forced else 10)
+    args.rounds = args.rounds if args.rounds is not None else (2 if forced else 4)
     if args.steps < 2:
         ap.error("--steps must be >= 2: step 1 is warm-up and not timed")
 
     meta = {"date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"), "machine": _machine(),
             "versions": _versions(), "args": vars(args), "env": {"id": ENV_ID, "kwargs": ENV_KWARGS}}
+    if forced:
+        main_forced(args, meta)
+        return
     runs: dict[str, list[dict[str, Any]]] = {f: [] for f in FRAMEWORKS}
     with tempfile.TemporaryDirectory(prefix="grpo_vs_trl_") as tmp:
         for r in range(args.rounds):
@@ -458,6 +529,27 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps({**meta, "summary": summary, **verdict, "runs": runs},
                                               indent=1, default=str))
+        print(f"\nwrote {args.json}", file=sys.stderr)
+
+
+def main_forced(args: argparse.Namespace, meta: dict[str, Any]) -> None:
+    """Every length N in --forced-tokens: the job with max_new_tokens = min_new_tokens = N, rounds alternating."""
+    runs: dict[int, dict[str, list[dict[str, Any]]]] = {}
+    with tempfile.TemporaryDirectory(prefix="grpo_vs_trl_") as tmp:
+        for n in args.forced_tokens:
+            runs[n] = {f: [] for f in FRAMEWORKS}
+            job = argparse.Namespace(**{**vars(args), "max_new_tokens": n, "min_new_tokens": n})
+            print(f"== {n} forced new tokens", file=sys.stderr, flush=True)
+            for r in range(args.rounds):
+                order = FRAMEWORKS if r % 2 == 0 else FRAMEWORKS[::-1]
+                for framework in order:
+                    runs[n][framework].append(_run_worker(framework, job, Path(tmp) / str(n), r))
+    meta["machine"]["loadavg_end"] = os.getloadavg()
+    summaries = {n: {f: summarize(runs[n][f]) for f in FRAMEWORKS} for n in runs}
+    verdict = print_forced_report(summaries, args, meta)
+    if args.json:
+        Path(args.json).write_text(json.dumps({**meta, "mode": "forced_tokens", "summary": summaries, **verdict,
+                                               "runs": runs}, indent=1, default=str))
         print(f"\nwrote {args.json}", file=sys.stderr)
 
 
