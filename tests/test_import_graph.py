@@ -110,12 +110,14 @@ def test_plan_from_a_run_config_runs_without_torch():
     assert '"grpo"' in done.stdout and "torch" not in done.stderr
 
 
-def test_no_private_accelerate_api():
-    """accelerate's private members change without notice: the trainer uses its public API only
-    (the learner tells DeepSpeed's engine the accumulation boundary through DeepSpeed's own API)."""
+def test_no_private_accelerate_or_transformers_api():
+    """accelerate's and transformers' private members change without notice: the package uses their
+    public API only (the learner tells DeepSpeed's engine the accumulation boundary through
+    DeepSpeed's own API; the generator swaps an attention function through the public mapping)."""
     import re
 
-    private = re.compile(r"\b(accelerator|gradient_state|AcceleratorState|PartialState|deepspeed_engine_wrapped)\._[a-z]")
+    private = re.compile(r"\b(accelerator|gradient_state|AcceleratorState|PartialState|deepspeed_engine_wrapped"
+                         r"|ALL_ATTENTION_FUNCTIONS|generation_config)\._[a-z]")
     found = [f"{path.relative_to(ROOT)}:{n}" for folder in ("trainer", "proctor", "envs", "sandbox")
              for path in (ROOT / folder).rglob("*.py")
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if private.search(line)]

@@ -165,16 +165,12 @@ def _sdpa_gqa(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, v
 def _gqa_decode_attention() -> Iterator[None]:
     """While generating: the "sdpa" attention is :func:`_sdpa_gqa` (the same outputs, bit for bit;
     it only acts without autograd, so a concurrent training forward is untouched either way)."""
-    local = ALL_ATTENTION_FUNCTIONS._local_mapping
-    had, before = "sdpa" in local, local.get("sdpa")
+    before = ALL_ATTENTION_FUNCTIONS["sdpa"]   # the public mapping: whatever "sdpa" means now
     ALL_ATTENTION_FUNCTIONS["sdpa"] = _sdpa_gqa
     try:
         yield
     finally:
-        if had:
-            local["sdpa"] = before
-        else:
-            local.pop("sdpa", None)
+        ALL_ATTENTION_FUNCTIONS["sdpa"] = before
 
 
 class TransformersGenerator:
