@@ -1,6 +1,6 @@
 """Every knob of a run, in validated groups, with the defaults a TRL or verl user would expect.
 
-    GRPOConfig
+    RunConfig (also named GRPOConfig)
       model, output_dir, seed, max_steps
       data        which tasks: envs, env_weights, system_prompt, prompts_per_step (B), zero-signal handling
       rollout     how completions are sampled: backend, group_size (G), temperature, ..., vllm.*
@@ -199,8 +199,10 @@ class LogConfig:
 
 
 @dataclass(config=_STRICT)
-class GRPOConfig:
-    """Validated on construction (pydantic): a wrong type or value names its field.
+class RunConfig:
+    """A run's config, GRPO or PPO (``objective.algorithm``); ``GRPOConfig`` is the same class
+    under the name TRL users know. Validated on construction (pydantic): a wrong type or value
+    names its field.
 
     The defaults are the embedded demo: the tiny offline model on procedural
     arithmetic, on CPU, in a few minutes, with the pass rate rising.
@@ -221,10 +223,10 @@ class GRPOConfig:
     def __post_init__(self) -> None:
         problems = _problems(self)
         if problems:
-            raise ValueError("GRPOConfig: " + "; ".join(problems))
+            raise ValueError("run config: " + "; ".join(problems))
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "config") -> "GRPOConfig":
+    def from_dict(cls, data: dict[str, Any], where: str = "config") -> "RunConfig":
         """Build from a mapping (a YAML file's content); errors name the file and the field.
 
         Flat keys of earlier versions are moved to their group with a
@@ -238,7 +240,7 @@ class GRPOConfig:
             raise ValueError("\n".join(_describe(e, where) for e in exc.errors())) from None
 
     @classmethod
-    def from_flat(cls, **settings: Any) -> "GRPOConfig":
+    def from_flat(cls, **settings: Any) -> "RunConfig":
         """Shorthand for scripts: ``GRPOConfig.from_flat(group_size=4, beta=0.04)``; each flat
         name goes to its group (``rollout.group_size``, ``objective.beta``), groups may be
         given too. Unlike a YAML file's flat keys, no deprecation note: these are the field
@@ -251,6 +253,9 @@ class GRPOConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+GRPOConfig = RunConfig   # one class: the name TRL users know
 
 
 # ---------------------------------------------------------------- flat keys of earlier versions
@@ -316,7 +321,7 @@ def _describe(error: dict, where: str) -> str:
 
 
 # ---------------------------------------------------------------- cross-field checks
-def _problems(c: GRPOConfig) -> list[str]:
+def _problems(c: RunConfig) -> list[str]:
     r, o, d = c.rollout, c.objective, c.data
     problems = []
     for name, value in (("data.prompts_per_step", d.prompts_per_step), ("rollout.group_size", r.group_size),
@@ -475,7 +480,7 @@ def _is_problems(r: RolloutConfig) -> list[str]:
     return problems
 
 
-def _rollout_problems(c: GRPOConfig) -> list[str]:
+def _rollout_problems(c: RunConfig) -> list[str]:
     r = c.rollout
     problems = _sampling_problems(r) + _is_problems(r)
     if r.async_generation and r.backend == "transformers":
@@ -506,5 +511,5 @@ def flat_view(config: Any, prefix: str = "") -> dict[str, Any]:
 
 
 __all__ = ["AUTO_IS_CORRECTION", "CheckpointConfig", "ConfigDeprecationWarning", "DataConfig", "EvalConfig",
-           "FLAT_KEYS", "GRPOConfig", "LogConfig", "ObjectiveConfig", "OptimConfig", "PPOConfig", "RolloutConfig",
+           "FLAT_KEYS", "GRPOConfig", "LogConfig", "RunConfig", "ObjectiveConfig", "OptimConfig", "PPOConfig", "RolloutConfig",
            "VLLMConfig", "flat_view", "nest", "resolve_is_correction"]

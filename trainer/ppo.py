@@ -24,7 +24,7 @@ from proctor.envs import EnvSuite
 from .algo import kl_estimate, policy_loss
 from .algo.gae import gae, token_rewards, value_loss, whiten
 from .batch import build_batch, token_logps
-from .config import GRPOConfig
+from .config import RunConfig
 from .learn.learner import Learner, Trainable, disable_dropout
 from .metrics import Stopwatch, peak_memory_bytes
 from .learn.objective import fixed_logps, reference_logps
@@ -98,7 +98,7 @@ class PPOTrainer(Run):
 
     algorithm, title = "ppo", "PPO"
 
-    def __init__(self, config: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any, critic: ValueModel,
+    def __init__(self, config: RunConfig, suite: EnvSuite, model: Any, tokenizer: Any, critic: ValueModel,
                  eval_suite: Optional[EnvSuite] = None) -> None:
         p = self._build(config, suite, model, tokenizer, eval_suite)
         if config.objective.beta > 0 and self.ref_model is None and config.optim.lora_rank == 0:

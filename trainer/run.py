@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 from proctor.envs import EnvSuite, SuiteItem
 
 from . import checkpoint
-from .config import GRPOConfig
+from .config import RunConfig
 from .consensus import Consensus
 from .evaluation import describe, is_due
 from .learn.learner import Learner
@@ -46,7 +46,7 @@ class Run:
     infra: InfraGuard
 
     # ================================================================== building
-    def _build(self, config: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
+    def _build(self, config: RunConfig, suite: EnvSuite, model: Any, tokenizer: Any,
                eval_suite: Optional[EnvSuite]) -> RunParts:
         self.cfg, self.suite, self.tokenizer = config, suite, tokenizer
         self.parts = p = build_parts(config, suite, model, tokenizer, eval_suite, self.algorithm)
