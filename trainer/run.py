@@ -135,7 +135,7 @@ class Run:
         path = checkpoint.checkpoint_dir(self.cfg.output_dir, step)
         acc, policy = self.accelerator, self.parts.policy
         state = self.state_dict(step)
-        checkpoint.save_training(path, acc, self.learner.parts, sharded=fsdp_on_cpu(acc))
+        checkpoint.save_training(path, acc, self.learner.trainables, sharded=fsdp_on_cpu(acc))
         if fsdp_on_cpu(acc):
             checkpoint.save_sharded(path, policy.model, policy.optimizer)
         if acc.process_index != 0:
@@ -155,7 +155,7 @@ class Run:
         if path is None:
             raise FileNotFoundError(f"checkpoint.resume_from=latest: no checkpoint under {out}/checkpoints")
         state = checkpoint.load(path, self.accelerator.process_index)
-        checkpoint.load_training(path, self.accelerator, self.learner.parts, sharded=fsdp_on_cpu(self.accelerator))
+        checkpoint.load_training(path, self.accelerator, self.learner.trainables, sharded=fsdp_on_cpu(self.accelerator))
         if fsdp_on_cpu(self.accelerator):
             checkpoint.load_sharded(path, self.parts.policy.model, self.parts.policy.optimizer)
         self.load_state_dict(state)

@@ -74,10 +74,10 @@ def disable_dropout(model: torch.nn.Module) -> None:
 
 
 class Learner:
-    def __init__(self, accelerator: Any, parts: list[Trainable], *, micro_batch_size: int, max_grad_norm: float,
+    def __init__(self, accelerator: Any, trainables: list[Trainable], *, micro_batch_size: int, max_grad_norm: float,
                  warn: Callable[[str], None]) -> None:
         self.accelerator = accelerator
-        self.parts = parts
+        self.trainables = trainables
         self.micro_batch_size = micro_batch_size
         self.max_grad_norm = max_grad_norm
         self.warn = warn
@@ -85,12 +85,12 @@ class Learner:
 
     @property
     def policy(self) -> torch.nn.Module:
-        return self.parts[0].model
+        return self.trainables[0].model
 
     @property
     def lr(self) -> float:
-        sched = self.parts[0].scheduler
-        return float(sched.get_last_lr()[0]) if sched is not None else float(self.parts[0].optimizer.param_groups[0]["lr"])
+        sched = self.trainables[0].scheduler
+        return float(sched.get_last_lr()[0]) if sched is not None else float(self.trainables[0].optimizer.param_groups[0]["lr"])
 
     def token_count(self, mask: torch.Tensor) -> float:
         """N: the completion tokens of the whole generation batch, over every process."""
@@ -104,7 +104,7 @@ class Learner:
         micro = self.micro_batches(len(batch))
         values: dict[str, list[Any]] = {}
         stats = LearnStats(learned_rows=len(batch), lr=self.lr)   # the rate this update applies
-        for p in self.parts:
+        for p in self.trainables:
             p.model.train()   # gradient checkpointing runs in train mode only; dropout is off
         try:
             for index in range(passes):
@@ -112,7 +112,7 @@ class Learner:
                 stats.grad_norm, skipped = self._step(sum(losses))
                 stats.skipped_nonfinite += skipped
         finally:
-            for p in self.parts:
+            for p in self.trainables:
                 p.model.eval()
         stats.values = {k: combine(v) for k, v in values.items() if k != "loss"}
         stats.loss = sum(values.get("loss", [0.0]))   # the per-micro losses add up to the step's loss
@@ -123,7 +123,7 @@ class Learner:
         if not micro:
             # Nothing taught this step: the update is Adam's with zero gradients, exactly what
             # the full backward would have produced.
-            for p in self.parts:
+            for p in self.trainables:
                 for param in p.model.parameters():
                     if param.requires_grad:
                         param.grad = torch.zeros_like(param)
@@ -152,28 +152,28 @@ class Learner:
             return
         with contextlib.ExitStack() as local:
             if not boundary:
-                for p in self.parts:
+                for p in self.trainables:
                     local.enter_context(self.accelerator.no_sync(p.model))
             self.accelerator.backward(value)
 
     def _step(self, loss_sum: float) -> tuple[float, int]:
         """Clip, guard, step; returns (the policy's gradient norm, 1 if the step was skipped)."""
         norms = [_norm(self.accelerator.clip_grad_norm_(p.model.parameters(), self.max_grad_norm))
-                 for p in self.parts]
+                 for p in self.trainables]
         finite = math.isfinite(loss_sum) and all(math.isfinite(n) for n in norms)
         if self.engine_steps:
             return norms[0], self._engine_stepped(finite, loss_sum, norms[0])
         if self.accelerator.scaler is not None and math.isfinite(loss_sum):
             return norms[0], self._scaled_step()
         if not finite:
-            for p in self.parts:
+            for p in self.trainables:
                 p.optimizer.zero_grad(set_to_none=True)
             self.nonfinite_streak += 1
             self.warn(f"non-finite loss ({loss_sum}) or gradient norm ({norms[0]}): update skipped "
                       f"({self.nonfinite_streak} in a row)")
             return norms[0], 1
         self.nonfinite_streak = 0
-        for p in self.parts:
+        for p in self.trainables:
             p.optimizer.step()
             if p.scheduler is not None:
                 p.scheduler.step()
@@ -183,8 +183,8 @@ class Learner:
     def _engine_stepped(self, finite: bool, loss_sum: float, norm: float) -> int:
         """DeepSpeed: the engine clipped and stepped in the boundary backward (or skipped an
         fp16 overflow, which its scaler reports); the schedule follows."""
-        skipped = max(int(bool(p.optimizer.step_was_skipped)) for p in self.parts)
-        for p in self.parts:
+        skipped = max(int(bool(p.optimizer.step_was_skipped)) for p in self.trainables)
+        for p in self.trainables:
             if p.scheduler is not None:
                 p.scheduler.step()
         if finite or skipped:
@@ -203,7 +203,7 @@ class Learner:
     def _scaled_step(self) -> int:
         """fp16: the scaler steps, or skips an overflowing step and lowers its scale."""
         skipped = 0
-        for p in self.parts:
+        for p in self.trainables:
             p.optimizer.step()
             skipped = max(skipped, int(bool(p.optimizer.step_was_skipped)))
             if p.scheduler is not None:
