@@ -81,24 +81,8 @@ def test_every_key_a_grpo_run_writes_is_declared(tmp_path):
 
 
 def test_every_key_a_ppo_run_writes_is_declared(tmp_path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from tiny_runs import ppo_trainer
 
-    from proctor.envs import EnvSuite, ListSource, Task, VerifiableEnv, Verdict, Verifier
-    from proctor.tiny_model import tiny_model_path
-    from proctor.trainer.config import GRPOConfig
-    from proctor.trainer.ppo import PPOTrainer, ValueModel
-
-    class Digits(Verifier):
-        def verify(self, task, completion):
-            share = sum(c.isdigit() for c in completion) / max(1, len(completion))
-            return Verdict(reward=share, parts={"correct": share}, correct=share > 0.5)
-
-    path = tiny_model_path(pretrain_steps=0)
-    tasks = [Task(id=f"t{i}", prompt=f"What is {i} + 1?", answer=str(i + 1)) for i in range(8)]
-    cfg = GRPOConfig.from_flat(model=str(path), algorithm="ppo", group_size=1, prompts_per_step=4, max_new_tokens=4,
-                               max_steps=1, output_dir=str(tmp_path))
-    trainer = PPOTrainer(cfg, EnvSuite({"a": VerifiableEnv(ListSource(tasks), Digits())}),
-                         AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path),
-                         ValueModel.from_pretrained(path))
+    trainer = ppo_trainer(tmp_path, prompts_per_step=4, max_new_tokens=4, max_steps=1)
     rows = trainer.train()
     assert rows[-1]["algorithm"] == "ppo" and not _undeclared(rows), _undeclared(rows)

@@ -62,26 +62,10 @@ def test_whiten_over_masked_entries():
 
 
 def test_ppo_trainer_step_holds_a_critic_and_learns(tmp_path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from tiny_runs import ppo_trainer
 
-    from proctor.envs import EnvSuite, ListSource, Task, VerifiableEnv, Verdict, Verifier
-    from proctor.trainer.config import GRPOConfig
-    from proctor.trainer.ppo import PPOTrainer, ValueModel
-    from proctor.tiny_model import tiny_model_path
-
-    class AlnumShare(Verifier):
-        def verify(self, task, completion):
-            share = sum(c.isalnum() for c in completion) / max(1, len(completion))
-            return Verdict(reward=share, parts={"correct": share}, correct=share > 0.5)
-
-    path = tiny_model_path(pretrain_steps=0)
-    tasks = [Task(id=f"t{i}", prompt=[{"role": "user", "content": f"What is {i} + 1?"}], answer=str(i + 1))
-             for i in range(8)]
-    cfg = GRPOConfig.from_flat(model=str(path), algorithm="ppo", group_size=1, prompts_per_step=6, max_new_tokens=6,
-                     max_steps=2, learning_rate=1e-3, critic_learning_rate=1e-3, output_dir=str(tmp_path))
-    trainer = PPOTrainer(cfg, EnvSuite({"a": VerifiableEnv(ListSource(tasks), AlnumShare())}),
-                         AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path),
-                         ValueModel.from_pretrained(path))
+    trainer = ppo_trainer(tmp_path, prompts_per_step=6, max_new_tokens=6, max_steps=2, learning_rate=1e-3,
+                          critic_learning_rate=1e-3)
     head_before = trainer.critic.head.weight.detach().clone()
     rows = trainer.train()
     assert len(rows) == 2 and rows[-1]["algorithm"] == "ppo"
