@@ -9,13 +9,14 @@
 from .cache import CacheStats, VerdictCache
 from .breaker import HostHealth
 from .errors import (BadJob, EngineUnavailable, HostDown, ImageBuildError, InfraError, NoHostAvailable,
-                     SandboxError)
+                     SandboxError, SessionClosed)
 from .hosts import TLSConfig
 from .sandbox import Sandbox
+from .session import CellResult, Session, SessionLimits
 from .types import LANGUAGES, STATUSES, CaseResult, Job, Limits, Result
 
 __all__ = [
     "Sandbox", "TLSConfig", "Job", "Limits", "Result", "CaseResult", "LANGUAGES", "STATUSES", "VerdictCache", "CacheStats",
     "SandboxError", "InfraError", "EngineUnavailable", "ImageBuildError", "BadJob",
-    "NoHostAvailable", "HostDown", "HostHealth",
+    "NoHostAvailable", "HostDown", "HostHealth", "Session", "SessionLimits", "CellResult", "SessionClosed",
 ]

@@ -34,3 +34,10 @@ class ImageBuildError(InfraError):
 
 class BadJob(SandboxError, ValueError):
     """A job is malformed (bad limits, paths, language); fix the caller, retrying will not help."""
+
+
+class SessionClosed(SandboxError):
+    """A `Session` is closed (closed by its owner, idle past its TTL, out of budget, or its process died).
+
+    Its state is gone: open a new session with `Sandbox.session()`.
+    """

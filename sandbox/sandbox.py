@@ -20,10 +20,11 @@ from .cache import Claim, VerdictCache, job_key
 from .container import ContainerSpec
 from .engine import check_runtime, connect
 from .breaker import Breaker, HostHealth, down_warning, refusal, startup_failure, up_warning
-from .errors import HostDown, InfraError, NoHostAvailable, SandboxError
+from .errors import BadJob, HostDown, InfraError, NoHostAvailable, SandboxError
 from .literal_tests import encode_plan, literal_plan
 from .hosts import TLSArg
 from .pool import HostPool
+from .session import SESSION_LANGUAGES, Session, SessionLimits, Sessions
 from .server.budgets import compile_mb
 from .types import LANGUAGES, Job, Limits, Result, infra_result
 from .verdict import build_result, output_digest
@@ -89,6 +90,7 @@ class Sandbox:
         self._image_refs: dict[tuple[str, str], str] = {}
         self._ids = iter(range(1, 1 << 62))
         self.pools: list[HostPool] = []
+        self._sessions = Sessions()
         self._checking = True        # the start-up check reports once, at its end
         self._waiting = 0            # jobs waiting for a slot (guarded by _cond)
         self._probe_language = startup_check[0] if startup_check else "python"
@@ -118,6 +120,7 @@ class Sandbox:
         self.close()
 
     def close(self) -> None:
+        self._sessions.close()
         for pool in self.pools:
             pool.close()
 
@@ -157,6 +160,23 @@ class Sandbox:
         """
         bound = 4 * self.slots if max_pending is None else _check_pending(max_pending)
         return self._stream(jobs, progress, bound)
+
+    def session(self, language: str = "python", *, limits: Optional[SessionLimits] = None) -> Session:
+        """A stateful interpreter in a container of its own (session.py); close it, or use it in a ``with``.
+
+        Raises BadJob for bad arguments, InfraError when no container could be started.
+        """
+        if language not in SESSION_LANGUAGES:
+            raise BadJob(f"Sandbox.session: language must be one of {', '.join(SESSION_LANGUAGES)}, got {language!r}")
+        if limits is not None and not isinstance(limits, SessionLimits):
+            raise BadJob(f"Sandbox.session: limits must be a SessionLimits or None, got {type(limits).__name__}")
+        lim = limits or SessionLimits()
+        up = [p for p in self.pools if p.breaker.up]
+        if not up:
+            raise NoHostAvailable(refusal(self.health_down(), []))
+        pool = min(up, key=lambda p: p.busy / p.slots)
+        spec = self._spec(pool, Job(language=language, code="", limits=Limits(memory_mb=lim.memory_mb)))  # type: ignore[arg-type]
+        return self._sessions.open(spec, pool.client, pool.host, pool.pool_id, lim, language)
 
     def warmup(self, languages: Sequence[str] = ("python",), per_host: Optional[int] = None,
                limits: Optional[Limits] = None) -> None:
