@@ -46,6 +46,7 @@ from budgets import compile_mb
 import layout
 import native
 import procs
+import session_server
 from hygiene import CPU_FILE, GVISOR, OOM_FILE, REAPED, reap, scrub, set_dumpable, sweep
 from judge import step_failed
 from mother import Mother
@@ -161,6 +162,9 @@ def serve_one(host: Host, mother: Mother) -> bool:
     except EOFError:
         return False
     job_id = job.get("id")
+    if job.get("type") == "session":   # from now on this container serves that one session (session_server.py)
+        session_server.serve(job, lambda: read_frame(host.infd), lambda m: write_frame(host.outfd, m), mother.pid)
+        return False
     try:
         t0 = time.monotonic()
         layout.prepare_job()
