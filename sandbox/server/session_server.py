@@ -39,7 +39,7 @@ import layout
 import procs
 import pycandidate
 import session_kernel
-from hygiene import REAPED, cgroup_cpu_s, oom_kills, scrub, sweep
+from hygiene import REAPED, cgroup_cpu_s, oom_kills, other_pids, reap, scrub, sweep
 from runstep import wait_report
 
 RESET_NOTE = "the session was reset: its variables, imports and files are gone"
@@ -87,8 +87,8 @@ class Kernel:
         for fd in self.fds:
             os.set_blocking(fd, False)
         wait_report(report_r, "the session's Python kernel", ok=b"ok")
-        os.kill(pid, signal.SIGSTOP)   # the kernel only runs during a cell
-        self.wait_stopped()
+        if self.park() is not None:   # the kernel only runs during a cell
+            raise RuntimeError("the session's kernel ended as it started")
 
     def ended(self) -> int | None:
         """The kernel's wait status if it ended (reaped here or by a sweep), else None."""
@@ -100,13 +100,30 @@ class Kernel:
             return 0
         return status if got == self.pid else None
 
-    def wait_stopped(self, deadline_s: float = 2.0) -> int | None:
-        """After SIGSTOP: wait until every thread of the kernel stopped; kill what else runs meanwhile.
+    def park(self, deadline_s: float = 2.0) -> int | None:
+        """Stop the kernel (every thread) and kill every other process, until nothing of the session runs.
 
-        Returns None once stopped, the wait status if the kernel ended instead. Raises
-        RuntimeError if it neither stopped nor ended in time.
+        Repeated until it holds: a child of the cell could SIGCONT the kernel before the
+        sweep took it. Returns None once parked, the kernel's wait status if it ended.
+        Raises RuntimeError if it could not be parked in time.
         """
         end = time.monotonic() + deadline_s
+        while True:
+            try:
+                os.kill(self.pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+            status = self.wait_stopped(end)
+            if status is not None:
+                return status
+            self.sweep_others(end)
+            if self.stopped():   # no other process is left that could continue it
+                return None
+            if time.monotonic() > end:
+                raise RuntimeError("the session's kernel could not be stopped")
+
+    def wait_stopped(self, end: float) -> int | None:
+        """Until every thread of the kernel is stopped (None) or it ended (its wait status)."""
         while True:
             if self.pid in REAPED:
                 return REAPED.pop(self.pid)[0]
@@ -114,12 +131,47 @@ class Kernel:
                 got, status = os.waitpid(self.pid, os.WNOHANG | os.WUNTRACED)
             except ChildProcessError:
                 return 0
-            if got == self.pid:
-                return None if os.WIFSTOPPED(status) else status
+            if got == self.pid and not os.WIFSTOPPED(status):
+                return status
+            if self.stopped():
+                return None
             if time.monotonic() > end:
                 raise RuntimeError("the session's kernel did not stop")
-            sweep(keep=(self.pid,))   # a child of the cell could keep it from stopping (a vfork)
+            try:
+                os.kill(self.pid, signal.SIGSTOP)   # again: a child may have continued it meanwhile
+            except ProcessLookupError:
+                pass
+            self.sweep_others(end)   # a child of the cell could keep it from stopping (a vfork)
             time.sleep(0.001)
+
+    def sweep_others(self, end: float) -> None:
+        """Kill every process but the kernel. Its own children stay as zombies until it reaps
+        them (it is stopped): dead, they run nothing. Raises RuntimeError past ``end``."""
+        while True:
+            alive = [pid for pid in other_pids((self.pid,)) if _state(pid) not in ("Z", "X", None)]
+            if not alive:
+                return
+            for pid in alive:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            reap()
+            if time.monotonic() > end:
+                raise RuntimeError(f"processes of the session survived the sweep: {alive}")
+            time.sleep(0.0005)
+
+    def stopped(self) -> bool:
+        """Whether every thread of the kernel is stopped (or already gone)."""
+        try:
+            tids = os.listdir(f"/proc/{self.pid}/task")
+        except OSError:
+            return False
+        for tid in tids:
+            state = _state(f"{self.pid}/task/{tid}")
+            if state not in ("T", "t", "Z", "X", None):   # None: the thread ended meanwhile
+                return False
+        return True
 
     def kill(self) -> int:
         """Kill the kernel and everything else; its wait status."""
@@ -166,8 +218,7 @@ class Cell:
         except OSError:
             self.status = kernel.ended()   # it died before it took the cell
         if self.answer is not None and self.limit is None and self.status is None:
-            self.status = kernel.wait_stopped() if _stop(kernel.pid) else None
-            sweep(keep=(kernel.pid,))
+            self.status = kernel.park()
         self.drain()
         if self.answer is not None and self.limit is None and self.status is None and self.leftover():
             self.limit = "protocol"
@@ -184,44 +235,43 @@ class Cell:
         kernel = self.kernel
         out_r, err_r = kernel.fds
         ctl_fd = kernel.ctl.fileno()                         # type: ignore[union-attr]
+        watched = [out_r, err_r, ctl_fd]
         while self.answer is None and self.limit is None:
-            ready, _, _ = select.select([out_r, err_r, ctl_fd], [], [], 0.02)
+            ready, _, _ = select.select(watched, [], [], 0.02)
             for fd in ready:
-                if fd == ctl_fd:
-                    self.read_answer()
-                else:
-                    self.read(fd)
+                if not (self.read_answer() if fd == ctl_fd else self.read(fd)):
+                    watched.remove(fd)   # at its end: every process that held it is gone
             if self.limit is not None or self.answer is not None:
                 break
             if time.monotonic() - t0 > self.wall_s:
                 self.limit = "wall"
             elif cpu0 is not None and (cgroup_cpu_s() or 0.0) - cpu0 > self.cpu_s:
                 self.limit = "cpu"
-            elif not ready:
+            else:
                 self.status = kernel.ended()
                 if self.status is not None:
                     return
 
-    def read(self, fd: int) -> None:
+    def read(self, fd: int) -> bool:
+        """Take what the pipe holds; False at its end."""
         buf = self.out if fd == self.kernel.fds[0] else self.err
         try:
             chunk = os.read(fd, 65536)
         except BlockingIOError:
-            return
+            return True
         buf += chunk[:max(self.cap + 1 - len(buf), 0)]
         if len(buf) > self.cap:
             self.limit = "output"
+        return bool(chunk)
 
-    def read_answer(self) -> None:
+    def read_answer(self) -> bool:
+        """Take what the control socket holds, and the answer once it is whole; False at its end."""
         try:
             chunk = self.kernel.ctl.recv(1 << 16)            # type: ignore[union-attr]
         except BlockingIOError:
-            return
+            return True
         if not chunk:
-            self.status = self.kernel.ended()
-            if self.status is None:
-                self.limit = "protocol"   # the cell closed its control socket
-            return
+            return False   # the kernel died (the loop sees it end) or the cell closed fd 3 (the wall limit)
         self.ctl_buf += chunk
         if len(self.ctl_buf) >= 4:
             (length,) = struct.unpack(">I", self.ctl_buf[:4])
@@ -232,6 +282,7 @@ class Cell:
                 del self.ctl_buf[:4 + length]
                 if self.answer is None:
                     self.limit = "protocol"
+        return True
 
     def drain(self) -> None:
         """What the cell's processes wrote before they stopped or died: still this cell's output."""
@@ -282,12 +333,13 @@ class Cell:
         return answer
 
 
-def _stop(pid: int) -> bool:
+def _state(pid: object) -> str | None:
+    """A process's (or "pid/task/tid": a thread's) state letter from /proc; None if it is gone."""
     try:
-        os.kill(pid, signal.SIGSTOP)
-        return True
-    except ProcessLookupError:
-        return False
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def died(status: int, oom: bool) -> dict:
