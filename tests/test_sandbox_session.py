@@ -11,7 +11,7 @@ import time
 import docker.errors
 import pytest
 
-from proctor.sandbox import BadJob, CellResult, Sandbox, SessionClosed, SessionLimits
+from proctor.sandbox import BadJob, CellResult, Sandbox, SandboxError, SessionClosed, SessionLimits
 from proctor.sandbox.engine import connect
 
 pytestmark = pytest.mark.docker
@@ -225,6 +225,17 @@ def test_printed_protocol_bytes_and_a_forged_answer_forge_nothing(sb):
         assert ok(s.run("'secret' in globals()")).value == "False"
         r = s.run("open('/proc/1/fd/1', 'wb')")
         assert r.status == "error" and r.error.startswith("PermissionError")
+
+
+def test_files_travel_as_the_sessions_user_never_through_its_links(sb):
+    with sb.session("python", limits=FAST) as s:
+        ok(s.run("import os\nos.symlink('/proc/1/environ', 'env')\nos.symlink('/proc/1/fd/0', 'link')\n"
+                 "os.symlink('/opt/proctor/forkserver.py', 'server.py')\nos.mkfifo('fifo')"))
+        assert s.get_files(["env", "link", "fifo"]) == {"env": None, "link": None, "fifo": None}
+        with pytest.raises(SandboxError, match="server.py"):
+            s.put_files({"server.py": "print('owned')"})
+        r = ok(s.run("open('/opt/proctor/forkserver.py').read().startswith('print')"))
+        assert r.value == "False"
 
 
 def test_killing_the_kernel_gives_a_fresh_one_that_sees_nothing(sb):

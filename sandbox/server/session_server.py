@@ -275,7 +275,7 @@ class Cell:
         self.ctl_buf += chunk
         if len(self.ctl_buf) >= 4:
             (length,) = struct.unpack(">I", self.ctl_buf[:4])
-            if length > 8 * self.cap + (1 << 16):
+            if length > 24 * self.cap + (1 << 16):   # three fields of cap characters, JSON-escaped
                 self.limit = "protocol"
             elif len(self.ctl_buf) >= 4 + length:
                 self.answer = parse_answer(bytes(self.ctl_buf[4:4 + length]))
