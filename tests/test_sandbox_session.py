@@ -247,6 +247,10 @@ def test_killing_the_kernel_gives_a_fresh_one_that_sees_nothing(sb):
         assert r.status == "error" and r.reset and "SIGKILL" in r.error
         r = ok(s.run("import os\n'secret' in globals(), os.listdir('/work'), os.listdir('/tmp')"))
         assert r.value == "(False, [], [])"
+        # The kernel exits while a child of it floods the output: the kernel's end decides.
+        r = s.run("import os, sys\nif os.fork() == 0:\n    while True:\n        print('spam', flush=True)\n"
+                  "import time\ntime.sleep(0.05)\nos._exit(0)", limits=SessionLimits(output_bytes=8 << 20))
+        assert r.status == "error" and r.reset and "exited with status 0" in r.error, r.error
 
 
 def test_concurrent_sessions_never_see_each_other(sb):

@@ -177,8 +177,11 @@ class Kernel:
         """Kill the kernel and everything else; its wait status."""
         status = self.ended()
         if status is None:
-            os.kill(self.pid, signal.SIGKILL)
-            _, status = os.waitpid(self.pid, 0)
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                _, status = os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):   # reaped by a sweep meanwhile
+                status = REAPED.pop(self.pid, (0, None))[0]
         sweep()
         REAPED.clear()
         return status
@@ -219,6 +222,10 @@ class Cell:
             self.status = kernel.ended()   # it died before it took the cell
         if self.answer is not None and self.limit is None and self.status is None:
             self.status = kernel.park()
+        else:   # a reset follows: nothing of the cell may write on while its output is read
+            status = kernel.kill()
+            if self.answer is None and self.limit is None and self.status is None:
+                self.status = status   # it died as it got the cell
         self.drain()
         if self.answer is not None and self.limit is None and self.status is None and self.leftover():
             self.limit = "protocol"
