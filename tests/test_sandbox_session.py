@@ -63,6 +63,8 @@ def test_errors_come_back_with_their_traceback_and_the_session_goes_on(sb):
         assert r.stdout == "before\n" and not r.reset
         r = s.run("def broken(:\n  pass")
         assert r.status == "error" and r.error.startswith("SyntaxError") and not r.reset
+        r = ok(s.run("import os\nif os.fork() == 0:\n    raise ValueError('in the child')\nos.wait()[1]"))
+        assert r.value == "256" and "ValueError: in the child" in r.stderr   # the child exited 1, never answered
         r = s.run("import sys\nsys.exit(3)")
         assert r.status == "error" and r.error == "SystemExit: 3" and not r.reset
         assert ok(s.run("keep")).value == "'yes'"
@@ -101,6 +103,12 @@ def test_memory_and_output_limits(sb):
         assert r.status == "memory" and r.reset and "MemoryError" in r.error
         r = s.run("chunks = [bytearray(16 << 20) for _ in range(64)]")   # a bit at a time, past 256 MB
         assert r.status == "memory" and r.reset
+        # The container's memory (not the kernel's address space) runs out: the OOM killer strikes.
+        r = s.run("import os, time\nbig = b'x' * (100 << 20)\npids = []\nfor _ in range(4):\n"
+                  "    pid = os.fork()\n    if pid == 0:\n        b = b'y' * (140 << 20)\n        time.sleep(1)\n"
+                  "        os._exit(0)\n    pids.append(pid)\nfor p in pids:\n    os.waitpid(p, 0)",
+                  limits=SessionLimits(wall_s=20.0))
+        assert r.status == "memory" and r.reset and "OOM killer" in r.error, r
         r = s.run("print('x' * 5000)", limits=SessionLimits(output_bytes=1000))
         assert r.status == "output_limit" and r.reset and len(r.stdout) == 1000
         assert ok(s.run("'v' in globals()")).value == "False"

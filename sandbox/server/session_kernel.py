@@ -38,6 +38,7 @@ def main(ctl_fd: int = CTL_FD) -> None:
     sys.modules["__main__"] = module
     namespace = module.__dict__
     ctl = socket.socket(fileno=ctl_fd)
+    kernel_pid = os.getpid()
     count = 0
     while True:
         try:
@@ -47,6 +48,8 @@ def main(ctl_fd: int = CTL_FD) -> None:
         count += 1
         cap = int(request.get("cap", 1 << 20))
         reply = run_cell(str(request.get("code", "")), namespace, f"<cell {count}>", cap)
+        if os.getpid() != kernel_pid:
+            child_fell_through(reply)
         flush()
         procs.send_msg(ctl, reply)
         del request, reply
@@ -72,6 +75,15 @@ def run_cell(code: str, namespace: dict, name: str, cap: int) -> dict:
         return {"status": "ok", "value": cut(repr(value), cap)}
     except BaseException as exc:   # SystemExit and KeyboardInterrupt too: the session goes on
         return failure(exc, cap)
+
+
+def child_fell_through(reply: dict) -> None:
+    """A process the cell forked came to the end of the cell (it did not exit): it is not the
+    kernel, so it must not answer; it ends as a forked child of a script would."""
+    if reply.get("traceback"):
+        sys.stderr.write(reply["traceback"])
+    flush()
+    os._exit(1 if reply.get("status") != "ok" else 0)
 
 
 def failure(exc: BaseException, cap: int, frames: bool = True) -> dict:

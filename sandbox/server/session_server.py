@@ -331,11 +331,11 @@ class Cell:
         if self.status is not None:
             return {**base, **died(self.status, oom)}
         answer = dict(self.answer or {})
-        if answer["status"] == "memory" or oom:
-            answer["status"] = "memory"
-            answer["error"] = f"{answer.get('error') or 'MemoryError'}; {RESET_NOTE}"
-            answer["reset"] = True
-            return answer
+        if oom:   # the kernel lives, but the OOM killer took a process of the cell
+            return {**base, "status": "memory", "value": answer.get("value"), "error": "the cell's processes "
+                    f"exhausted the session's memory and the kernel's OOM killer ended one; {RESET_NOTE}"}
+        if answer["status"] == "memory":
+            return {**answer, "error": f"{answer.get('error') or 'MemoryError'}; {RESET_NOTE}", "reset": True}
         answer["reset"] = False
         return answer
 
