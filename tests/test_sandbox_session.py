@@ -79,7 +79,8 @@ def test_the_kernel_is_confined_like_a_job(sb):
             "try:\n    open('/usr/evil', 'w'); root = 'writable'\nexcept OSError as e:\n    root = type(e).__name__\n"
             "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=1); net = 'reached'\n"
             "except OSError as e:\n    net = 'none'\n"
-            "(os.getuid(), fields['NoNewPrivs'].strip(), fields['Seccomp'].strip(), fields['CapEff'].strip(), root, net)"))
+            "f = {k: v.strip() for k, v in fields.items()}\n"
+            "(os.getuid(), f['NoNewPrivs'], f['Seccomp'], f['CapEff'], root, net)"))
         assert r.value == "(1000, '1', '2', '0000000000000000', 'OSError', 'none')"
 
 
@@ -192,10 +193,12 @@ def test_nothing_of_a_cell_runs_after_its_call(sb):
             "stamps = []\n"
             "def tick():\n    while True:\n        stamps.append(time.monotonic()); time.sleep(0.01)\n"
             "threading.Thread(target=tick, daemon=True).start()\n"
+            "while len(stamps) < 2:\n    time.sleep(0.01)\n"
             "def late():\n    time.sleep(0.3); open('/work/thread.txt', 'w').write('x'); print('LATE', flush=True)\n"
             "threading.Thread(target=late).start()\n"
             "subprocess.Popen(['sh', '-c', 'sleep 0.3; echo x > /work/child.txt'])\n"
-            "if os.fork() == 0:\n    os.setsid(); time.sleep(0.3); open('/work/daemon.txt', 'w').write('x'); os._exit(0)\n"))
+            "if os.fork() == 0:\n    os.setsid(); time.sleep(0.3)\n"
+            "    open('/work/daemon.txt', 'w').write('x'); os._exit(0)\n"))
         time.sleep(1.2)
         assert s.get_files(["thread.txt", "child.txt", "daemon.txt"]) == {
             "thread.txt": None, "child.txt": None, "daemon.txt": None}
@@ -212,10 +215,11 @@ def test_a_child_cannot_keep_the_kernel_running_between_calls(sb):
                  "import threading\n"
                  "def tick():\n    while True:\n        stamps.append(time.monotonic()); time.sleep(0.01)\n"
                  "threading.Thread(target=tick, daemon=True).start()\n"
+                 "while len(stamps) < 2:\n    time.sleep(0.01)\n"
                  "if os.fork() == 0:\n    os.setsid()\n    while True:\n        try:\n"
                  "            os.kill(k, signal.SIGCONT)\n        except OSError:\n            pass\n"))
         time.sleep(1.0)
-        r = ok(s.run("max(b - a for a, b in zip(stamps, stamps[1:])) >= 0.8"))
+        r = ok(s.run("time.sleep(0.1)\nmax(b - a for a, b in zip(stamps, stamps[1:])) >= 0.8"))
         assert r.value == "True"
 
 
@@ -271,7 +275,8 @@ def test_concurrent_sessions_never_see_each_other(sb):
                  "for path in glob.glob('/work/*') + glob.glob('/tmp/*') + glob.glob('/dev/shm/*'):\n"
                  "    found.append(path)\n"
                  "for pid in [p for p in os.listdir('/proc') if p.isdigit()]:\n"
-                 "    try:\n        found += [pid] if b'A-SECRET' in open(f'/proc/{pid}/cmdline', 'rb').read() else []\n"
+                 "    try:\n        cmdline = open(f'/proc/{pid}/cmdline', 'rb').read()\n"
+                 "        found += [pid] if b'A-SECRET' in cmdline else []\n"
                  "    except OSError:\n        pass\n"
                  "found, 'secret' in globals()")
         results: dict[str, CellResult] = {}

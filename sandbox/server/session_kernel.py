@@ -4,9 +4,9 @@ Stdlib only: copied into the images beside the fork server.
 
 Runs as the job's user, confined like every Python job's process (session_server.py
 sets it up with procs.child_setup). Cells arrive on the control socket (fd 3) as
-{"code", "cap"}; each is parsed with `ast`, its last expression (if it ends in one)
+{"code", "cap", "cell"}; each is parsed with `ast`, its last expression (if it ends in one)
 split off and evaluated, and the answer goes back on the same socket:
-{"status": "ok" | "error" | "memory", "value", "error", "traceback"}. The program's
+{"status": "ok" | "error" | "memory", "value", "error", "traceback", "cell"}. The program's
 stdout and stderr are plain pipes that the server reads: nothing printed there can
 pose as an answer.
 """
@@ -50,6 +50,7 @@ def main(ctl_fd: int = CTL_FD) -> None:
         reply = run_cell(str(request.get("code", "")), namespace, f"<cell {count}>", cap)
         if os.getpid() != kernel_pid:
             child_fell_through(reply)
+        reply["cell"] = request.get("cell")   # which request this answers (session_server.Cell)
         flush()
         procs.send_msg(ctl, reply)
         del request, reply

@@ -203,6 +203,9 @@ class Cell:
         self.cap = int(request["output_bytes"])
         self.code = str(request.get("code", ""))
         self.out, self.err, self.ctl_buf = bytearray(), bytearray(), bytearray()
+        # Echoed in the kernel's answer: an answer to another cell (one the program wrote on
+        # fd 3 itself, then the kernel's own) can never pass for this cell's.
+        self.token = os.urandom(12).hex()
         self.answer: dict | None = None
         self.limit: str | None = None       # "wall", "cpu", "output", "protocol"
         self.status: int | None = None      # the kernel's wait status, if it ended
@@ -213,7 +216,7 @@ class Cell:
         os.kill(kernel.pid, signal.SIGCONT)
         try:
             kernel.ctl.settimeout(self.wall_s)               # type: ignore[union-attr]
-            procs.send_msg(kernel.ctl, {"code": self.code, "cap": self.cap})   # type: ignore[arg-type]
+            procs.send_msg(kernel.ctl, {"code": self.code, "cap": self.cap, "cell": self.token})  # type: ignore[arg-type]
             kernel.ctl.setblocking(False)                    # type: ignore[union-attr]
             self.watch(t0, cpu0)
         except socket.timeout:
@@ -285,7 +288,7 @@ class Cell:
             if length > 24 * self.cap + (1 << 16):   # three fields of cap characters, JSON-escaped
                 self.limit = "protocol"
             elif len(self.ctl_buf) >= 4 + length:
-                self.answer = parse_answer(bytes(self.ctl_buf[4:4 + length]))
+                self.answer = parse_answer(bytes(self.ctl_buf[4:4 + length]), self.token)
                 del self.ctl_buf[:4 + length]
                 if self.answer is None:
                     self.limit = "protocol"
@@ -361,15 +364,16 @@ def died(status: int, oom: bool) -> dict:
     return {"status": "error", "error": f"the session's Python process {how} during the cell; {RESET_NOTE}"}
 
 
-def parse_answer(body: bytes) -> dict | None:
-    """The kernel's answer, if it has the shape the kernel sends (else None: something forged it badly)."""
+def parse_answer(body: bytes, token: str) -> dict | None:
+    """The kernel's answer to the cell of ``token``, if it is one (else None: the cell wrote on fd 3)."""
     import json
 
     try:
         answer = json.loads(body)
     except ValueError:
         return None
-    if not isinstance(answer, dict) or answer.get("status") not in ("ok", "error", "memory"):
+    if not isinstance(answer, dict) or answer.get("status") not in ("ok", "error", "memory") or \
+            answer.get("cell") != token:
         return None
     out = {"status": answer["status"]}
     for key in ("value", "error", "traceback"):
