@@ -296,3 +296,19 @@ def test_concurrent_sessions_never_see_each_other(sb):
     finally:
         a.close()
         b.close()
+
+
+def test_under_gvisor_the_limits_and_the_stop_between_calls_hold(docker_ready):
+    """Under runsc there is no cgroup CPU counter inside: the kernel's own CPU time counts."""
+    from gvisor import require_gvisor
+
+    with Sandbox(startup_check=(), runtime=require_gvisor()) as sandbox, \
+            sandbox.session(limits=SessionLimits(cpu_s=0.5, wall_s=10.0)) as s:
+        ok(s.run("import threading, time\nstamps = []\n"
+                 "def tick():\n    while True:\n        stamps.append(time.monotonic()); time.sleep(0.01)\n"
+                 "threading.Thread(target=tick, daemon=True).start()\n"
+                 "while len(stamps) < 2:\n    time.sleep(0.01)"))
+        time.sleep(1.0)
+        assert ok(s.run("time.sleep(0.1)\nmax(b - a for a, b in zip(stamps, stamps[1:])) >= 0.8")).value == "True"
+        r = s.run("while True: pass")
+        assert r.status == "timeout" and "CPU limit" in r.error and r.cpu_s >= 0.5

@@ -209,16 +209,19 @@ class Cell:
         self.answer: dict | None = None
         self.limit: str | None = None       # "wall", "cpu", "output", "protocol"
         self.status: int | None = None      # the kernel's wait status, if it ended
+        self.cpu0: float | None = None
+        self.cpu = 0.0
 
     def run(self) -> dict:
         kernel = self.kernel
-        t0, cpu0, oom0 = time.monotonic(), cgroup_cpu_s(), oom_kills()
+        t0, oom0 = time.monotonic(), oom_kills()
+        self.cpu0 = cpu_reading(kernel.pid)
         os.kill(kernel.pid, signal.SIGCONT)
         try:
             kernel.ctl.settimeout(self.wall_s)               # type: ignore[union-attr]
             procs.send_msg(kernel.ctl, {"code": self.code, "cap": self.cap, "cell": self.token})  # type: ignore[arg-type]
             kernel.ctl.setblocking(False)                    # type: ignore[union-attr]
-            self.watch(t0, cpu0)
+            self.watch(t0)
         except socket.timeout:
             self.limit = "wall"
         except OSError:
@@ -232,15 +235,21 @@ class Cell:
         self.drain()
         if self.answer is not None and self.limit is None and self.status is None and self.leftover():
             self.limit = "protocol"
-        cpu1 = cgroup_cpu_s()
-        cpu = (cpu1 - cpu0) if (cpu0 is not None and cpu1 is not None) else 0.0
+        cpu = self.cpu_used()
         reply = self.verdict(oom_kills() > oom0)
         reply.update(stdout=base64.b64encode(bytes(self.out[:self.cap])).decode(),
                      stderr=base64.b64encode(bytes(self.err[:self.cap])).decode(),
                      wall_s=round(time.monotonic() - t0, 6), cpu_s=round(cpu, 6))
         return reply
 
-    def watch(self, t0: float, cpu0: float | None) -> None:
+    def cpu_used(self) -> float:
+        """CPU seconds of the cell so far (the last reading, once the kernel is gone)."""
+        now = cpu_reading(self.kernel.pid)
+        if now is not None and self.cpu0 is not None:
+            self.cpu = max(self.cpu, now - self.cpu0)
+        return self.cpu
+
+    def watch(self, t0: float) -> None:
         """Read outputs and the answer until the answer came, the kernel died, or a limit was hit."""
         kernel = self.kernel
         out_r, err_r = kernel.fds
@@ -255,7 +264,7 @@ class Cell:
                 break
             if time.monotonic() - t0 > self.wall_s:
                 self.limit = "wall"
-            elif cpu0 is not None and (cgroup_cpu_s() or 0.0) - cpu0 > self.cpu_s:
+            elif self.cpu_used() > self.cpu_s:
                 self.limit = "cpu"
             else:
                 self.status = kernel.ended()
@@ -341,6 +350,21 @@ class Cell:
             return {**answer, "error": f"{answer.get('error') or 'MemoryError'}; {RESET_NOTE}", "reset": True}
         answer["reset"] = False
         return answer
+
+
+def cpu_reading(kernel_pid: int) -> float | None:
+    """CPU seconds so far: the container's (every process of the session), or where no cgroup
+    counter can be read (gVisor), the kernel's own: its threads and the children it waited for."""
+    total = cgroup_cpu_s()
+    if total is not None:
+        return total
+    try:
+        with open(f"/proc/{kernel_pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # After ")": state is field 3 of stat(5); utime, stime, cutime, cstime are fields 14-17.
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def _state(pid: object) -> str | None:
