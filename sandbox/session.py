@@ -165,10 +165,11 @@ class Session:
             cpu_s = min(lim.cpu_s, left)   # a call never runs past the session's budget
             request = {"type": "cell", "id": next(self._ids), "code": code, "cpu_s": cpu_s,
                        "wall_s": lim.wall_s, "output_bytes": lim.output_bytes}
+            t0 = time.monotonic()
             try:
                 reply = self._exchange(container, request, lim.wall_s + REPLY_SLACK_S, "cell_result")
             except InfraError as exc:
-                return self._failed(container, exc, lim)
+                return self._failed(container, exc, round(time.monotonic() - t0, 6))
             result = cell_result(reply, lim.output_bytes)
             self.calls += 1
             self.cpu_spent_s += result.cpu_s
@@ -232,7 +233,7 @@ class Session:
             raise SandboxError(f"session {self.id}: {reply['error']}")
         return reply
 
-    def _failed(self, container: WarmContainer, exc: InfraError, lim: SessionLimits) -> CellResult:
+    def _failed(self, container: WarmContainer, exc: InfraError, wall_s: float) -> CellResult:
         """The container failed during a cell: memory if the OOM killer took it, else infra_error. Closes."""
         if self._reason is not None:   # closed by another thread (Sandbox.close, the reaper) meanwhile
             raise SessionClosed(closed_message(self.id, self._reason)) from None
@@ -240,9 +241,9 @@ class Session:
         self._close_locked("crashed")
         if oom:
             return CellResult("memory", "", "", None, "the cell exhausted the session's memory and the OOM "
-                              "killer stopped its container: the session is closed", None, lim.wall_s, 0.0, True)
+                              "killer stopped its container: the session is closed", None, wall_s, 0.0, True)
         return CellResult("infra_error", "", "", None, f"the session's container failed: {exc}; the session "
-                          "is closed, open a new one", None, 0.0, 0.0, True)
+                          "is closed, open a new one", None, wall_s, 0.0, True)
 
     def _close(self, reason: str) -> None:
         with self._lock:

@@ -70,6 +70,20 @@ def test_errors_come_back_with_their_traceback_and_the_session_goes_on(sb):
         assert ok(s.run("keep")).value == "'yes'"
 
 
+def test_calls_from_many_threads_are_serialised(sb):
+    with sb.session("python", limits=FAST) as s:
+        ok(s.run("n = 0"))
+        results: list[CellResult] = []
+        threads = [threading.Thread(target=lambda: results.append(
+            s.run("import time\nm = n\ntime.sleep(0.05)\nn = m + 1\nn"))) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(ok(r).value for r in results) == ["1", "2", "3", "4"]
+        assert s.calls == 5
+
+
 def test_the_kernel_is_confined_like_a_job(sb):
     with sb.session("python", limits=FAST) as s:
         r = ok(s.run(
