@@ -283,8 +283,9 @@ def test_concurrent_sessions_never_see_each_other(sb):
     a, b = sb.session("python", limits=FAST), sb.session("python", limits=FAST)
     try:
         ok(a.run("import os\nsecret = 'A-SECRET'\nopen('/work/a.txt', 'w').write(secret)\n"
-                 "open('/tmp/a.txt', 'w').write(secret)\nopen('/dev/shm/a', 'w').write(secret)"))
-        probe = ("import os, glob\n"
+                 "open('/tmp/a.txt', 'w').write(secret)\nopen('/dev/shm/a', 'w').write(secret)\n"
+                 "import socket\nserver = socket.socket(socket.AF_UNIX)\nserver.bind('\\0session-a')\nserver.listen()"))
+        probe = ("import os, glob, socket\n"
                  "found = []\n"
                  "for path in glob.glob('/work/*') + glob.glob('/tmp/*') + glob.glob('/dev/shm/*'):\n"
                  "    found.append(path)\n"
@@ -292,6 +293,8 @@ def test_concurrent_sessions_never_see_each_other(sb):
                  "    try:\n        cmdline = open(f'/proc/{pid}/cmdline', 'rb').read()\n"
                  "        found += [pid] if b'A-SECRET' in cmdline else []\n"
                  "    except OSError:\n        pass\n"
+                 "client = socket.socket(socket.AF_UNIX)\n"
+                 "try:\n    client.connect('\\0session-a'); found.append('abstract socket')\nexcept OSError:\n    pass\n"
                  "found, 'secret' in globals()")
         results: dict[str, CellResult] = {}
 
