@@ -20,11 +20,11 @@ from .cache import Claim, VerdictCache, job_key
 from .container import ContainerSpec
 from .engine import check_runtime, connect
 from .breaker import Breaker, HostHealth, down_warning, refusal, startup_failure, up_warning
-from .errors import BadJob, HostDown, InfraError, NoHostAvailable, SandboxError
+from .errors import HostDown, InfraError, NoHostAvailable, SandboxError
 from .literal_tests import encode_plan, literal_plan
 from .hosts import TLSArg
 from .pool import HostPool
-from .session import SESSION_LANGUAGES, Session, SessionLimits, Sessions
+from .session import Session, SessionLimits, Sessions, session_args
 from .server.budgets import compile_mb
 from .types import LANGUAGES, Job, Limits, Result, infra_result
 from .verdict import build_result, output_digest
@@ -166,11 +166,7 @@ class Sandbox:
 
         Raises BadJob for bad arguments, InfraError when no container could be started.
         """
-        if language not in SESSION_LANGUAGES:
-            raise BadJob(f"Sandbox.session: language must be one of {', '.join(SESSION_LANGUAGES)}, got {language!r}")
-        if limits is not None and not isinstance(limits, SessionLimits):
-            raise BadJob(f"Sandbox.session: limits must be a SessionLimits or None, got {type(limits).__name__}")
-        lim = limits or SessionLimits()
+        lim = session_args(language, limits)
         up = [p for p in self.pools if p.breaker.up]
         if not up:
             raise NoHostAvailable(refusal(self.health_down(), []))

@@ -270,6 +270,15 @@ class Session:
         self._close(reason)
 
 
+def session_args(language: object, limits: object) -> SessionLimits:
+    """Sandbox.session's arguments checked: the session's limits. Raises BadJob naming the argument."""
+    if language not in SESSION_LANGUAGES:
+        raise BadJob(f"Sandbox.session: language must be one of {', '.join(SESSION_LANGUAGES)}, got {language!r}")
+    if limits is not None and not isinstance(limits, SessionLimits):
+        raise BadJob(f"Sandbox.session: limits must be a SessionLimits or None, got {type(limits).__name__}")
+    return limits or SessionLimits()
+
+
 def cell_result(reply: dict, output_bytes: int) -> CellResult:
     """A CellResult from the server's cell_result frame (fields checked: a bad frame is an InfraError)."""
     status = reply.get("status")
@@ -404,4 +413,4 @@ def asdict_limits(spec: ContainerSpec) -> dict:
     return {"memory_mb": spec.memory_mb, "disk_mb": spec.disk_mb, "pids": spec.pids}
 
 
-__all__ = ["CellResult", "Session", "SessionLimits", "Sessions", "CELL_STATUSES", "SESSION_LANGUAGES"]
+__all__ = ["CellResult", "Session", "SessionLimits", "Sessions", "CELL_STATUSES", "SESSION_LANGUAGES", "session_args"]
