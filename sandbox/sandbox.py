@@ -230,24 +230,32 @@ class Sandbox:
         window: deque[Future[Result]] = deque()
         exhausted = False
         with ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="proctor-job") as ex:
-            while True:
-                while not exhausted and (bound is None or len(window) < bound):
-                    job = next(source, _END)
-                    if job is _END:
-                        exhausted = True
-                        break
-                    _check_job(job, counter.taken)
-                    counter.took()
-                    window.append(self._submit(ex, job, counter))
-                if not window:
-                    return
-                result = window.popleft().result()
-                if not isinstance(result, Result):
-                    # Never skip it: one missing result would pair every later reward with the wrong rollout.
-                    raise SandboxError(f"internal error: job {counter.given} produced {type(result).__name__}, "
-                                       "not a Result; stopping rather than return fewer results than jobs")
-                counter.given += 1
-                yield result
+            try:
+                while True:
+                    while not exhausted and (bound is None or len(window) < bound):
+                        job = next(source, _END)
+                        if job is _END:
+                            exhausted = True
+                            break
+                        _check_job(job, counter.taken)
+                        counter.took()
+                        window.append(self._submit(ex, job, counter))
+                    if not window:
+                        return
+                    result = window.popleft().result()
+                    if not isinstance(result, Result):
+                        # Never skip it: one missing result would pair every later reward with the wrong rollout.
+                        raise SandboxError(f"internal error: job {counter.given} produced {type(result).__name__}, "
+                                           "not a Result; stopping rather than return fewer results than jobs")
+                    counter.given += 1
+                    yield result
+            finally:
+                # Closed early (an imap consumer that stopped reading, a service client that left): jobs
+                # not yet started are dropped; running ones end within their limits. A cached job's
+                # future is shared with its twins in other batches, so it always runs.
+                if self.cache is None:
+                    for future in window:
+                        future.cancel()
 
     def _submit(self, ex: ThreadPoolExecutor, job: Job, counter: "_Counter") -> "Future[Result]":
         if self.cache is None:

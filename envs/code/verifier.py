@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import re
 import threading
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence, Union
 
 from proctor.sandbox import BadJob, InfraError, Job, Limits, Result, Sandbox
+from proctor.sandbox.runner import JobRunner
 from ..core.types import Task, Verdict
 from ..core.verifier import Verifier, all_verdicts
 from .extract import after_thinking, extract_code, normalize_language, python_parses
@@ -39,6 +41,21 @@ from .helpers import with_prompt_helpers
 NO_CODE_FEEDBACK = "No code found. Put your whole solution in one ```{lang} code block."
 _FENCE_NAME = {"python": "python", "c": "c", "cpp": "cpp", "java": "java", "go": "go", "rust": "rust",
                "javascript": "javascript"}
+
+
+def make_sandbox(options: Mapping[str, Any]) -> JobRunner:
+    """A `RemoteSandbox` when ``options`` name a ``url``, else a local `Sandbox`; a bad key is a clear error."""
+    if options.get("url"):
+        from proctor.sandbox.remote import RemoteSandbox
+
+        allowed, make = inspect.signature(RemoteSandbox).parameters, RemoteSandbox
+    else:
+        allowed, make = inspect.signature(Sandbox).parameters, Sandbox
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ValueError(f"sandbox.{unknown[0]} is not an option of {make.__name__}; its options are "
+                         f"{', '.join(allowed)}")
+    return make(**options)
 
 
 @dataclass(frozen=True)
@@ -52,31 +69,35 @@ class Extracted:
 class CodeVerifier(Verifier):
     """Judges code completions in the Docker sandbox; ``verify_batch`` runs a whole batch at once.
 
-    ``sandbox``: a `Sandbox` to share (the caller closes it); without one, the
-    verifier starts its own on first use (with ``sandbox_options``) and ``close``
-    stops it. ``limits``: per-job limits unless a task's ``data["limits"]`` overrides
+    ``sandbox``: a `Sandbox` or `RemoteSandbox` to share (the caller closes it); or a
+    mapping, as a config file gives it: ``{url: ..., token_file: ...}`` (any
+    `RemoteSandbox` argument) judges on a ``proctor sandbox serve`` service, other keys
+    are `Sandbox` arguments; without one (or with a mapping), the verifier starts its own
+    on first use and ``close`` stops it. ``limits``: per-job limits unless a task's ``data["limits"]`` overrides
     them. ``extract_mode`` / ``fallback``: see `extract_code`.
     """
 
-    def __init__(self, sandbox: Optional[Sandbox] = None, limits: Optional[Limits] = None,
+    def __init__(self, sandbox: Union[JobRunner, Mapping[str, Any], None] = None, limits: Optional[Limits] = None,
                  extract_mode: str = "last", *, fallback: str = "parse",
                  sandbox_options: Optional[Mapping[str, Any]] = None) -> None:
         extract_code("", "python", extract_mode, fallback=fallback)   # fail now on a bad mode
         self.limits = limits if limits is not None else Limits()
         self.extract_mode = extract_mode
         self.fallback = fallback
-        self._sandbox = sandbox
+        if isinstance(sandbox, Mapping):
+            sandbox_options, sandbox = {**(sandbox_options or {}), **sandbox}, None
+        self._sandbox: Optional[JobRunner] = sandbox
         self._owns_sandbox = sandbox is None
         self._sandbox_options = dict(sandbox_options or {})
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
     @property
-    def sandbox(self) -> Sandbox:
+    def sandbox(self) -> JobRunner:
         """The sandbox jobs go to, started on first use when none was given."""
         with self._lock:
             if self._sandbox is None:
-                self._sandbox = Sandbox(**self._sandbox_options)
+                self._sandbox = make_sandbox(self._sandbox_options)
             return self._sandbox
 
     def warmup(self, languages: Sequence[str] = ("python",)) -> None:

@@ -16,7 +16,10 @@ from rich.table import Table
 
 from proctor.sandbox import Job, Limits, Result, Sandbox, SandboxError, TLSConfig
 
+from . import sandbox_serve
+
 app = typer.Typer(help="Run untrusted programs in the Docker sandbox.", no_args_is_help=True)
+app.command("serve")(sandbox_serve.serve)
 console = Console()
 err = Console(stderr=True)
 

@@ -1,0 +1,111 @@
+"""What every route of the service shares: the sandbox, the queue, the open sessions, the metrics.
+
+The sandbox's calls block (they wait for containers); routes run them on worker
+threads bounded by ``limiter``, so a burst of requests cannot start unbounded threads:
+the admission bound (429) comes first, the limiter only sizes the thread pool to it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, Optional, TypeVar
+
+import anyio
+
+from ..errors import SessionClosed
+from ..sandbox import Sandbox
+from ..session import Session, SessionLimits, closed_message
+from .admission import Admission
+from .metrics import Metrics
+from .settings import ServiceSettings
+
+T = TypeVar("T")
+
+
+class UnknownSession(LookupError):
+    """No session of this id is open here (never opened, or closed and forgotten): 404."""
+
+
+class ServiceState:
+    def __init__(self, sandbox: Sandbox, settings: ServiceSettings) -> None:
+        self.sandbox = sandbox
+        self.settings = settings
+        self.admission = Admission(settings.max_pending, settings.max_sessions)
+        self.metrics = Metrics()
+        self.metrics.queue_max.set(settings.max_pending)
+        self.metrics.slots.set(sandbox.slots)
+        # Worker threads: every admitted job may wait in one, and every session call.
+        self.limiter = anyio.CapacityLimiter(settings.max_pending + settings.max_sessions + 8)
+        self.sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    async def blocking(self, fn: Callable[..., T], *args: object) -> T:
+        return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+
+    # ------------------------------------------------------------------ sessions
+    def open_session(self, language: str, limits: Optional[SessionLimits]) -> Session:
+        """A new session counted against max_sessions (Full when there is no room). Blocking."""
+        self.admission.take_session()
+        try:
+            session = self.sandbox.session(language, limits=limits)
+        except BaseException:
+            self.admission.give_session()
+            raise
+        with self._lock:
+            self.sessions[session.id] = session
+        self.metrics.sessions.set(self.admission.sessions)
+        return session
+
+    def session(self, session_id: str) -> Session:
+        """The open session of this id: UnknownSession when there is none, SessionClosed when it has ended."""
+        with self._lock:
+            session = self.sessions.get(session_id)
+        if session is None:
+            raise UnknownSession(f"no open session {session_id!r}: open one with POST /v1/sessions")
+        if session.closed:
+            self.forget(session)
+            raise SessionClosed(closed_message(session.id, session.close_reason or "closed"))
+        return session
+
+    def forget(self, session: Session) -> None:
+        with self._lock:
+            if self.sessions.pop(session.id, None) is None:
+                return
+        self.admission.give_session()
+        self.metrics.sessions.set(self.admission.sessions)
+
+    def close_session(self, session: Session) -> None:
+        session.close()
+        self.forget(session)
+
+    def sweep_sessions(self) -> int:
+        """Forget sessions the sandbox closed (idle TTL, budget, crash): their places become free."""
+        with self._lock:
+            ended = [s for s in self.sessions.values() if s.closed]
+        for session in ended:
+            self.forget(session)
+        return len(ended)
+
+    def refresh_gauges(self) -> None:
+        stats = self.sandbox.stats()
+        self.metrics.queue.set(self.admission.pending)
+        self.metrics.sessions.set(self.admission.sessions)
+        self.metrics.idle.set(sum(int(h.get("idle", 0)) for h in stats.values()))   # type: ignore[union-attr]
+        self.metrics.hosts_up.set(sum(1 for h in stats.values() if h.get("up")))     # type: ignore[union-attr]
+        cache = self.sandbox.cache
+        if cache is not None:
+            self.metrics.cache_hits.set(cache.stats().saved)
+
+    def close(self) -> None:
+        with self._lock:
+            sessions = list(self.sessions.values())
+        for session in sessions:
+            self.close_session(session)
+
+
+def now() -> float:
+    return time.monotonic()
+
+
+__all__ = ["ServiceState", "UnknownSession", "now"]
