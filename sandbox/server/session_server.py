@@ -28,13 +28,13 @@ import os
 import select
 import signal
 import socket
-import stat
 import struct
 import time
 import traceback
 from typing import Callable
 
 import confine
+import fetch
 import layout
 import procs
 import pycandidate
@@ -419,25 +419,15 @@ def put_files(files: dict) -> str | None:
 
 
 def get_files(paths: list, max_bytes: int) -> tuple[dict, str | None]:
-    """Read files of the work dir as the session's user: {path: base64 or None}, and an error or None."""
+    """Read files of the work dir as the session's user, never through a link (fetch.read):
+    {path: base64 or None}, and an error or None."""
     out: dict[str, str | None] = {}
     for rel in paths:
         try:
-            with confine.as_job():
-                fd = os.open(os.path.join(layout.WORK, rel), os.O_RDONLY | os.O_NONBLOCK)
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    out[rel] = None
-                    continue
-                data = os.read(fd, max_bytes + 1)
-            finally:
-                os.close(fd)
-        except OSError:
-            out[rel] = None
-            continue
-        if len(data) > max_bytes:
+            data = fetch.read(rel, max_bytes)
+        except fetch.TooLarge:
             return {}, f"{rel!r} is larger than {max_bytes} bytes: read it in a cell instead"
-        out[rel] = base64.b64encode(data).decode()
+        out[rel] = None if data is None else base64.b64encode(data).decode()
     return out, None
 
 
