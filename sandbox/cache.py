@@ -92,13 +92,18 @@ def _plain(value: object) -> object:
 
 
 def _result_bytes(result: Result) -> int:
-    """About what a stored result holds in memory: its output text."""
+    """About what a stored result holds in memory: its output text and fetched files."""
     size = len(result.stdout) + len(result.stderr) + len(result.error) + 256
+    size += sum(len(path) + len(data or b"") + 64 for path, data in (result.files or {}).items())
     return size + sum(len(c.stdout) + len(c.stderr) + len(c.expected) + 128 for c in result.cases)
 
 
 def result_to_json(result: Result, key: str) -> str:
-    return json.dumps({"format": FORMAT, "key": key, "result": asdict(result)}, ensure_ascii=False)
+    """A stored entry: the result's fields, fetched files' bytes as base64 (None stays null)."""
+    raw = asdict(result)
+    if result.files is not None:
+        raw["files"] = {p: None if c is None else base64.b64encode(c).decode() for p, c in result.files.items()}
+    return json.dumps({"format": FORMAT, "key": key, "result": raw}, ensure_ascii=False)
 
 
 def result_from_json(text: str, key: str) -> Result:
@@ -108,6 +113,8 @@ def result_from_json(text: str, key: str) -> Result:
         raise ValueError("entry of another format or key")
     raw = dict(doc["result"])
     raw["cases"] = tuple(CaseResult(**c) for c in raw["cases"])
+    if raw.get("files") is not None:
+        raw["files"] = {p: None if c is None else base64.b64decode(c, validate=True) for p, c in raw["files"].items()}
     result = Result(**raw)
     if result.status not in STATUSES or result.status == "infra_error":
         raise ValueError(f"status {result.status!r} is not a stored verdict")

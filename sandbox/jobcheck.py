@@ -15,6 +15,7 @@ MAX_JOB_BYTES = 64 << 20       # code, tests, cases and files together
 MAX_FILES = 10_000
 MAX_NAME_BYTES = 255           # one path component, as the kernel allows
 MAX_PATH_BYTES = 1024
+MAX_FETCH_FILES = 64           # Job.fetch_files: paths read back after the job
 # Names the server writes into the work dir for the program itself.
 RESERVED = {"python": ("main.py",)}
 
@@ -28,13 +29,16 @@ def check_text(field: str, value: str) -> int:
                      "or program can hold as UTF-8; decode its source with errors='replace', or fix it") from None
 
 
-def check_file_path(path: object, language: str) -> None:
-    """A relative path of plain names: no '', '.', '..', no trailing '/', no control characters."""
+def check_relative_path(path: object, where: str) -> None:
+    """A relative path of plain names: no '', '.', '..', no leading or trailing '/', no control characters.
+
+    ``where`` names the field in the BadJob's message (``Job.files['a/b']``).
+    """
     if not isinstance(path, str) or not path:
-        raise BadJob(f"Job.files keys must be non-empty relative paths, got {path!r}")
-    where = f"Job.files[{path!r}]"
+        raise BadJob(f"{where} must be a non-empty relative path (e.g. 'out/result.txt'), got {path!r:.80}")
     if path.startswith("/") or path.endswith("/"):
-        raise BadJob(f"{where}: a file path must be relative and name a file (no leading or trailing '/')")
+        raise BadJob(f"{where}: a file path must be relative to the work dir and name a file "
+                     "(no leading or trailing '/')")
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
         raise BadJob(f"{where}: control characters (NUL, newline, ...) are not allowed in file names")
     size = check_text(f"{where} (the path)", path)
@@ -46,8 +50,26 @@ def check_file_path(path: object, language: str) -> None:
                          "write it as 'dir/file'")
         if len(part.encode("utf-8")) > MAX_NAME_BYTES:
             raise BadJob(f"{where}: the name {part[:40]!r}... is longer than {MAX_NAME_BYTES} bytes")
+
+
+def check_file_path(path: object, language: str) -> None:
+    """A key of Job.files: a relative path of plain names (check_relative_path), not a reserved name."""
+    if not isinstance(path, str) or not path:
+        raise BadJob(f"Job.files keys must be non-empty relative paths, got {path!r}")
+    where = f"Job.files[{path!r}]"
+    check_relative_path(path, where)
     if path.split("/")[0] in RESERVED.get(language, ()):
         raise BadJob(f"{where}: that name is reserved for the program itself; rename the file")
+
+
+def check_fetch_files(paths: Sequence[object]) -> None:
+    """Job.fetch_files: at most MAX_FETCH_FILES relative paths of plain names (the program's own
+    main.py included: reading it back shows nothing the caller did not send)."""
+    if len(paths) > MAX_FETCH_FILES:
+        raise BadJob(f"Job.fetch_files has {len(paths)} paths; at most {MAX_FETCH_FILES}: fetch fewer files, "
+                     "or have the program bundle them into one (a tar or zip archive)")
+    for i, path in enumerate(paths):
+        check_relative_path(path, f"Job.fetch_files[{i}]")
 
 
 def check_files(files: Mapping[object, object], language: str, disk_mb: int) -> int:
@@ -89,8 +111,10 @@ def check_python_tests(tests: str) -> None:
 
 
 def check_job(language: str, code: str, tests: Optional[str], cases: Sequence[tuple[str, str]],
-              files: Optional[Mapping[object, Union[str, bytes]]], disk_mb: int) -> None:
+              files: Optional[Mapping[object, Union[str, bytes]]], disk_mb: int,
+              fetch_files: Sequence[object] = ()) -> None:
     """Everything beyond types (types.Job checks those first)."""
+    check_fetch_files(fetch_files)
     total = check_text("Job.code", code)
     if tests is not None:
         total += check_text("Job.tests", tests)

@@ -463,7 +463,8 @@ def encode_job(job: Job, job_id: int) -> dict:
     """The job as the server gets it. A case's expected output is not in it: only the host compares.
 
     Python tests made only of literal assertions also travel as a plan the server judges
-    itself (literal_tests.py), so no judge process is needed for them.
+    itself (literal_tests.py), so no judge process is needed for them. ``fetch_files``
+    travels only when the job set it: the server then reads them back (server/fetch.py).
     """
     files = {path: base64.b64encode(c.encode() if isinstance(c, str) else c).decode()
              for path, c in (job.files or {}).items()}
@@ -473,6 +474,8 @@ def encode_job(job: Job, job_id: int) -> dict:
         "limits": asdict(job.effective_limits), "nonce": secrets.token_hex(16),
         "stop_on_first_failure": job.stop_on_first_failure,
     }
+    if job.fetch_files is not None:
+        request["fetch_files"] = list(job.fetch_files)
     if job.language == "python" and job.tests:
         plan = _plan(job.tests)
         if plan is not None:

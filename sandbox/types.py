@@ -75,6 +75,11 @@ class Job:
     ``stop_on_first_failure``: stop at the first run that fails (the tests, or a case):
     the cases after it are not run (``Result.cases_skipped`` counts them). For binary
     rewards, where only ``Result.passed`` matters.
+    ``fetch_files``: paths relative to the work dir (the rules of ``files`` names; at most
+    64; a list is stored as a tuple) to read back once the job's last run (the tests' run,
+    or the last case that ran) has ended and every process of the job is gone: the runs
+    of one job share one work dir, so that is the work dir as all of them left it.
+    ``Result.files`` holds what was there.
     """
 
     language: Language
@@ -84,6 +89,7 @@ class Job:
     files: Optional[dict[str, FileContent]] = None
     limits: Optional[Limits] = None
     stop_on_first_failure: bool = False
+    fetch_files: Optional[tuple[str, ...]] = None
 
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:
@@ -105,8 +111,13 @@ class Job:
             raise BadJob(f"Job.limits must be a Limits, got {type(self.limits).__name__}")
         if not isinstance(self.stop_on_first_failure, bool):
             raise BadJob(f"Job.stop_on_first_failure must be True or False, got {self.stop_on_first_failure!r}")
+        if self.fetch_files is not None:
+            if not isinstance(self.fetch_files, (list, tuple)):
+                raise BadJob(f"Job.fetch_files must be a list or tuple of relative paths (e.g. ['out.txt']), "
+                             f"got {type(self.fetch_files).__name__}")
+            object.__setattr__(self, "fetch_files", tuple(self.fetch_files))
         check_job(self.language, self.code, self.tests, self.cases or (), self.files,
-                  self.effective_limits.disk_mb)
+                  self.effective_limits.disk_mb, self.fetch_files or ())
 
     @property
     def effective_limits(self) -> Limits:
@@ -136,6 +147,13 @@ class Result:
     ``cached``: this job did not run; the verdict is that of an identical job (from a
     `VerdictCache`, or a twin in the same batch). ``wall_s``/``cpu_s``/``host`` are
     then those of the run that produced it.
+    ``files``: None unless the job set ``Job.fetch_files``; then one entry per asked path:
+    the file's bytes, or None where the program left no regular file there (missing, a
+    directory, a symlink or a path through one, a fifo, unreadable to the program). A file
+    larger than ``Limits.output_bytes`` is never cut: it is None too, and ``error`` then
+    says which file was left out and how large it was (so does a file that would take the
+    job's fetched files past 96 MiB together). Also None for an ``infra_error``, and for the
+    ``memory`` verdict of a program that took the sandbox itself down (nothing was read).
     """
 
     status: Status
@@ -147,11 +165,13 @@ class Result:
     cpu_s: float = 0.0
     cases: tuple[CaseResult, ...] = ()
     truncated: bool = False     # stdout or stderr was cut at Limits.output_bytes
-    error: str = ""             # for infra_error: what failed and what to do
+    error: str = ""             # for infra_error: what failed and what to do; else which fetched file was
+                                # left out for its size (see ``files``), or ""
     attempts: int = 1           # > 1 when infra errors were retried
     host: str = ""              # which Docker engine ran it
     cases_skipped: int = 0      # cases not run after a failure (Job.stop_on_first_failure)
     cached: bool = False        # the verdict of an identical job: this one did not run
+    files: Optional[dict[str, Optional[bytes]]] = None   # Job.fetch_files as the job left them
 
     @property
     def infra_error(self) -> bool:

@@ -129,6 +129,22 @@ def case_verdicts(job: Job, steps: list[dict], cap: int) -> list[CaseResult]:
     return out_cases
 
 
+def fetched_files(job: Job, reply: dict) -> tuple[Optional[dict[str, Optional[bytes]]], str]:
+    """``Result.files`` from the server's reply (None: the job asked for none), and the note for
+    ``Result.error`` on the files left out for their size ("" when none was)."""
+    if job.fetch_files is None:
+        return None, ""
+    got = reply.get("files") or {}
+    files = {p: (None if got.get(p) is None else base64.b64decode(got[p])) for p in job.fetch_files}
+    cap = job.effective_limits.output_bytes
+    notes = []
+    for path, size in (reply.get("files_too_large") or {}).items():
+        why = (f"more than Limits.output_bytes = {cap}; raise it or have the program write less" if size > cap
+               else "the job's fetched files would hold more than 96 MiB together; fetch fewer or smaller files")
+        notes.append(f"Job.fetch_files: {path!r} ({size} bytes) was not returned: {why}")
+    return files, "; ".join(notes)
+
+
 def build_result(job: Job, reply: dict, *, attempts: int = 1, host: str = "") -> Result:
     limits = job.effective_limits
     cap = limits.output_bytes
@@ -136,7 +152,9 @@ def build_result(job: Job, reply: dict, *, attempts: int = 1, host: str = "") ->
     wall = sum(s["wall_s"] for s in steps)
     cpu = sum(s["cpu_s"] for s in steps)
     truncated = any(len(_raw(s, k)) >= cap for s in steps for k in ("stdout", "stderr"))
-    common = dict(wall_s=round(wall, 6), cpu_s=round(cpu, 6), attempts=attempts, host=host, truncated=truncated)
+    files, files_note = fetched_files(job, reply)
+    common = dict(wall_s=round(wall, 6), cpu_s=round(cpu, 6), attempts=attempts, host=host, truncated=truncated,
+                  files=files, error=files_note)
 
     first = steps[0]
     if first["kind"] == "compile":

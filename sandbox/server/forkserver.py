@@ -22,12 +22,14 @@ What a job never gets, whatever it does (the README's threat model):
 Protocol (both directions): 4-byte big-endian length + a JSON object.
 Host -> server: {"type": "job", "id", "language", "code", "tests", "plan" (Python tests
 of literal asserts only: sandbox/literal_tests.py), "cases" (stdin only), "files"
-(base64), "limits", "nonce", "stop_on_first_failure"}; during a job
+(base64), "limits", "nonce", "stop_on_first_failure", "fetch_files" (paths, or absent)}; during a job
 with stop_on_first_failure, {"type": "go", "id", "continue": bool} answering a
 {"type": "case", "id", "index", "stdout_sha256"} of the server's.
 Server -> host: {"type": "ready"} once, then one {"type": "result", "id", "steps":
 [...], "clean", "notes"} per job, or {"type": "error", "id", "error"} when the server
-itself failed.
+itself failed. A job with "fetch_files" also gets "files" ({path:
+base64, or null where no regular file is}) and "files_too_large" ({path: size} of
+those left out, null in "files"; fetch.py).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import traceback
 
 import builders
 import confine
+import fetch
 from budgets import compile_mb
 import layout
 import native
@@ -155,6 +158,20 @@ def run_job(job: dict, mother: Mother, host: Host) -> list[dict]:
     return steps
 
 
+def fetch_files(job: dict) -> dict:
+    """The job's "fetch_files" as the result frame carries them ("files", "files_too_large"), or {}.
+
+    Read from the work dir the runs shared, as the last run left it; a run may have
+    chmod-ed the dir itself shut, as before each run (reopen_work), that is undone first.
+    """
+    paths = job.get("fetch_files")
+    if paths is None:
+        return {}
+    layout.reopen_work()
+    files, too_large = fetch.fetch(list(paths), int(job["limits"]["output_bytes"]))
+    return {"files": files, "files_too_large": too_large}
+
+
 def serve_one(host: Host, mother: Mother) -> bool:
     """Read one job, run it, reply. All job data lives in this frame and dies with it."""
     try:
@@ -175,10 +192,13 @@ def serve_one(host: Host, mother: Mother) -> bool:
         t1 = time.monotonic()
         mother.settle()
         left = sweep(keep=mother.keep())
+        # After the sweep, so no process of the job changes a file while it is read; before
+        # the scrub, which empties the work dir.
+        fetched = fetch_files(job)
         problems = scrub() + (["the mother of Python runs died"] if mother.dead else [])
         t2 = time.monotonic()
         write_frame(host.outfd, {"type": "result", "id": job_id, "steps": steps, "clean": not problems,
-                                 "notes": problems, "swept": left,
+                                 "notes": problems, "swept": left, **fetched,
                                  "server_ms": {"run": round((t1 - t0) * 1e3, 3),
                                                "clean": round((t2 - t1) * 1e3, 3)}})
     except Exception:
