@@ -144,6 +144,8 @@ class CaseResult:
 class Result:
     """What a job produced. ``passed`` is ``status == "passed"``.
 
+    ``wall_s``/``cpu_s``: summed over the job's build (its compile, check and link steps)
+    and every run.
     ``cached``: this job did not run; the verdict is that of an identical job (from a
     `VerdictCache`, or a twin in the same batch). ``wall_s``/``cpu_s``/``host`` are
     then those of the run that produced it.

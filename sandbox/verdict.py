@@ -149,6 +149,7 @@ def build_result(job: Job, reply: dict, *, attempts: int = 1, host: str = "") ->
     limits = job.effective_limits
     cap = limits.output_bytes
     steps = reply["steps"]
+    # A build of several steps arrives as one step whose times are the whole build's (forkserver.py).
     wall = sum(s["wall_s"] for s in steps)
     cpu = sum(s["cpu_s"] for s in steps)
     truncated = any(len(_raw(s, k)) >= cap for s in steps for k in ("stdout", "stderr"))

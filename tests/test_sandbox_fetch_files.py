@@ -3,7 +3,8 @@
 A job can ask for files its program wrote into the work dir. They come back whole
 and exact, or as None where no regular file is (missing, a directory, a symlink, a
 fifo): never the content of what a link points to. A file over Limits.output_bytes is
-None with a note in Result.error, never cut.
+None with a note in Result.error, never cut. Also: Result.wall_s/cpu_s count every
+build step, not only the last.
 """
 
 from __future__ import annotations
@@ -152,3 +153,31 @@ def test_a_cached_verdict_keeps_its_files(tmp_path):
     with Sandbox(slots=1, cache=VerdictCache(directory=tmp_path)) as second:
         again = second.run(job)
     assert again.cached and again.files == ran.files   # os.urandom: equal only if it did not run again
+
+
+# ---------------------------------------------------------------- timings of builds
+
+# g++ evaluates work() while compiling main.o (about 1.4 s of CPU on a 2-core VM at load 2;
+# its default -fconstexpr-ops-limit allows about this much); the program itself only prints.
+HEAVY_CONSTEXPR = """#include <cstdio>
+constexpr long long work() {
+  long long s = 0;
+  for (long long i = 0; i < 1000; ++i)
+    for (long long j = 0; j < 1000; ++j) s += (i * j) % 7;
+  return s;
+}
+constexpr long long V = work();
+int main() { std::printf("%lld\\n", V); return 0; }
+"""
+LIGHT = HEAVY_CONSTEXPR.replace("i < 1000", "i < 2").replace("j < 1000", "j < 2")
+
+
+def test_cpu_and_wall_time_count_every_build_step(sb):
+    lim = Limits(cpu_s=5, wall_s=15, compile_s=60)
+    heavy, light = (sb.run(Job("cpp", code, limits=lim)) for code in (HEAVY_CONSTEXPR, LIGHT))
+    assert heavy.passed and light.passed, (heavy, light)
+    assert heavy.stdout == "2570569\n" and light.stdout == "1\n"
+    # Only the compile of main.o differs; the link after it (the last build step, all that
+    # was counted before) and the run cost the same in both.
+    assert heavy.cpu_s - light.cpu_s > 0.3, (heavy.cpu_s, light.cpu_s)
+    assert heavy.wall_s - light.wall_s > 0.3, (heavy.wall_s, light.wall_s)

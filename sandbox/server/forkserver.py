@@ -27,7 +27,9 @@ with stop_on_first_failure, {"type": "go", "id", "continue": bool} answering a
 {"type": "case", "id", "index", "stdout_sha256"} of the server's.
 Server -> host: {"type": "ready"} once, then one {"type": "result", "id", "steps":
 [...], "clean", "notes"} per job, or {"type": "error", "id", "error"} when the server
-itself failed. A job with "fetch_files" also gets "files" ({path:
+itself failed. A build of several steps (compile, check, link) arrives as one "compile"
+step: the outcome of its last step, with "wall_s" and "cpu_s" summed over all of them
+and "build_steps" their count. A job with "fetch_files" also gets "files" ({path:
 base64, or null where no regular file is}) and "files_too_large" ({path: size} of
 those left out, null in "files"; fetch.py).
 """
@@ -129,6 +131,15 @@ def build(job: dict, limits: dict, mother: Mother) -> tuple[list[dict], Launch |
     return builders.build(job, budget, GVISOR)
 
 
+def build_summary(steps: list[dict]) -> list[dict]:
+    """The build's steps as the host gets them: at most one, the last step's outcome (the
+    verdict reads it), with the wall and CPU time of every build step summed."""
+    if not steps:
+        return []
+    return [{**steps[-1], "wall_s": round(sum(s["wall_s"] for s in steps), 6),
+             "cpu_s": round(sum(s["cpu_s"] for s in steps), 6), "build_steps": len(steps)}]
+
+
 def run_job(job: dict, mother: Mother, host: Host) -> list[dict]:
     limits = job["limits"]
     write_files(job)
@@ -136,9 +147,9 @@ def run_job(job: dict, mother: Mother, host: Host) -> list[dict]:
         # The program's own file (tracebacks quote it): its code only, never the tests.
         confine.write(os.path.join(layout.WORK, "main.py"), job["code"].encode())
     steps, launch = build(job, limits, mother)
+    steps = build_summary(steps)
     if launch is None:
-        return steps[-1:]
-    steps = steps[-1:]
+        return steps
     common = {"mother": mother, "wall_s": limits["wall_s"], "cpu_s": limits["cpu_s"], "nonce": job["nonce"]}
     cases = job.get("cases") or []
     stop = bool(job.get("stop_on_first_failure"))   # a binary reward needs no more than one failure
