@@ -56,7 +56,7 @@ def token_of(headers: list[tuple[bytes, bytes]]) -> Optional[str]:
 
 
 class Guard:
-    """ASGI middleware: the token check, then the body-size limit (413) as the body arrives."""
+    """ASGI middleware: the token check, then the body-size limit (413), before any route reads the body."""
 
     def __init__(self, app: ASGIApp, settings: ServiceSettings, on_reject: Callable[[str], None]) -> None:
         self.app, self.settings, self.on_reject = app, settings, on_reject
@@ -73,24 +73,23 @@ class Guard:
                                      status_code=401, headers={"WWW-Authenticate": "Bearer"})
                 return await reply(scope, receive, send)
         limit = self.settings.max_body_bytes
-        for name, value in scope.get("headers") or []:
-            if name.lower() == b"content-length" and value.isdigit() and int(value) > limit:
+        length = next((v for n, v in scope.get("headers") or [] if n.lower() == b"content-length"), None)
+        if length is not None:
+            if not length.isdigit() or int(length) > limit:
                 return await self.too_large(scope, receive, send)
-        seen = 0
-
-        async def counted() -> dict:
-            nonlocal seen
+            return await self.app(scope, receive, send)
+        # A body without a length (chunked): read it here, up to the limit, then hand it on whole.
+        body, more = bytearray(), True
+        while more:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise BodyTooLarge()
-            return message
-
-        try:
-            await self.app(scope, counted, send)
-        except BodyTooLarge:
-            await self.too_large(scope, receive, send)
+            if message["type"] != "http.request":
+                return await self.app(scope, replay([message], receive), send)
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > limit:
+                return await self.too_large(scope, receive, send)
+        await self.app(scope, replay([{"type": "http.request", "body": bytes(body), "more_body": False}], receive),
+                       send)
 
     async def too_large(self, scope: dict, receive: Any, send: Any) -> None:
         self.on_reject("too_large")
@@ -99,8 +98,14 @@ class Guard:
         await reply(scope, receive, send)
 
 
-class BodyTooLarge(Exception):
-    pass
+def replay(messages: list[dict], receive: Any) -> Any:
+    """A receive that gives ``messages`` first, then the connection's own (its disconnect)."""
+    queue = list(messages)
+
+    async def receive_next() -> dict:
+        return queue.pop(0) if queue else await receive()
+
+    return receive_next
 
 
 def create_app(sandbox: Sandbox, settings: ServiceSettings) -> FastAPI:
