@@ -75,6 +75,12 @@ class ServiceProcess:
                 self.proc.wait(timeout=10)
         self.log.close()
 
+    def kill(self) -> None:
+        """Dies as a crashed or OOM-killed service does: no graceful end for requests in flight."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
     def metric(self, name: str, **labels: str) -> float:
         """One sample of /metrics (0.0 when the series is absent)."""
         text = httpx.get(f"{self.url}/metrics", headers=self.headers, timeout=30).text
