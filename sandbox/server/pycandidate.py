@@ -35,6 +35,7 @@ from hygiene import set_dumpable, set_limit
 MARKER_FD = 3
 RPC_FD = 4
 EXIT_AFTER_SYNTAX_ERROR = 3
+SYNTAX_MARK = b"syntax:"   # + the nonce, on fd 3: the program did not parse (it never ran)
 MAIN_PATH = "/work/main.py"
 # Modules whose functions and classes the judge imports itself when the program
 # imported them (``from math import sqrt``): tests that use such a name then get the
@@ -121,6 +122,8 @@ def run_program(source: str, nonce: bytes, serve: bool) -> None:
         code = compile(source, MAIN_PATH, "exec")
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         traceback.print_exc(limit=0)
+        if nonce:   # "main" mode: say so with the nonce, so a program's own exit(3) is not a syntax error
+            os.write(MARKER_FD, SYNTAX_MARK + nonce)
         finish(EXIT_AFTER_SYNTAX_ERROR)
     del source
     peer = pyrpc.Peer(pyrpc.Channel(RPC_FD), judge=False) if serve else None
@@ -238,4 +241,4 @@ def finish(code: int) -> None:
     os._exit(code)
 
 
-__all__ = ["run", "EXIT_AFTER_SYNTAX_ERROR", "IMPORTABLE", "MAIN_PATH"]
+__all__ = ["run", "EXIT_AFTER_SYNTAX_ERROR", "SYNTAX_MARK", "IMPORTABLE", "MAIN_PATH"]

@@ -40,6 +40,7 @@ from mother import Mother
 NONCE_FD = 4
 MARKER_FD = 3
 EXIT_AFTER_SYNTAX_ERROR = 3
+SYNTAX_MARK = b"syntax:"   # pycandidate.py's
 # A case's output is hashed here in full; only this much of it travels back, so a job
 # with many cases cannot make the server hold (and ship) hundreds of megabytes.
 CASE_SHIP = 64 << 10
@@ -316,6 +317,17 @@ def run_step(kind: str, limits: dict, launch: Launch, *, mother: Mother, wall_s:
     return step
 
 
+def syntax_error(python: bool, launch: Launch, mark: bytes, nonce: str, program_exit: int | None) -> bool:
+    """Whether a Python program did not parse. A program alone ("main" mode) holds the nonce's
+    syntax mark only when it did not parse (it never ran), so its own ``exit(3)`` stays an exit;
+    beside tests, the program's runner has no nonce: its exit code 3 and no marker say it."""
+    if not python:
+        return False
+    if launch.python is not None and nonce:
+        return mark == SYNTAX_MARK + nonce.encode()
+    return program_exit == EXIT_AFTER_SYNTAX_ERROR and not mark
+
+
 def judged_by_server(step: dict, caller: "Caller", nonce: str) -> None:
     """The step as a judge process would have ended it: exit 0 and the marker, or exit 1 and a traceback."""
     passed = caller.done and caller.passed
@@ -499,7 +511,7 @@ class Watch:
             "output_limit": self.output_limit,
             "oom": oom_kills() > oom0,
             "marker_ok": bool(nonce) and mark == nonce.encode(),
-            "syntax_error": python and program_exit == EXIT_AFTER_SYNTAX_ERROR and not mark,
+            "syntax_error": syntax_error(python, launch, mark, nonce, program_exit),
             # The program beside the judge killed by a signal, on its own (a status is known
             # only for a program that ended before the run's sweep).
             "program_signal": peer_signum,
