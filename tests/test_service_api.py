@@ -221,3 +221,20 @@ def test_health_and_metrics(service):
     for name in ("proctor_sandbox_queue_depth", "proctor_sandbox_job_seconds_bucket", "proctor_sandbox_pool_slots",
                  "proctor_sandbox_cache_hits", "proctor_sandbox_sessions_open"):
         assert name in text
+
+
+def test_run_code_maps_richer_verdicts_faithfully(service):
+    with service.client() as c:
+        def post(**kw):
+            return c.post("/run_code", json={"language": "python", **kw}).json()
+
+        echo = post(code="print(input())", stdin="hi")
+        assert echo["status"] == "Success" and echo["proctor"]["status"] == "passed"
+        hog = post(code="x = bytearray(400 << 20)\nprint(len(x))", memory_limit_MB=128)
+        assert hog["status"] == "Failed" and hog["proctor"]["status"] == "memory"
+        assert hog["run_result"]["status"] == "Finished" and hog["run_result"]["return_code"] != 0
+        flood = post(code="import sys\nwhile True: sys.stdout.write('x' * 65536)")
+        assert flood["status"] == "Failed" and flood["proctor"]["status"] == "output_limit"
+        syntax = post(code="def f(:\n  pass")
+        assert syntax["status"] == "Failed" and syntax["run_result"]["return_code"] == 1
+        assert syntax["proctor"]["status"] == "compile_error" and "SyntaxError" in syntax["run_result"]["stderr"]
