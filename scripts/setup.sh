@@ -104,6 +104,14 @@ if [ "$(uname -m)" = x86_64 ] && [ "${PROCTOR_SKIP_VLLM:-0}" != 1 ] && ! "$VPY" 
   "$VPY" -m pip uninstall -q -y torchvision torchaudio torchcodec || true
 fi
 
+# 3c. verl's wheel, not installed (its dependencies are a whole trainer): the service tests load
+#     its SandboxFusion reward code (verl/utils/reward_score/sandbox_fusion, stdlib + requests)
+#     from it, to check that code works against `proctor sandbox serve` unchanged.
+if ! ls .venv/wheels/verl-0.9.1-*.whl >/dev/null 2>&1; then
+  say "downloading verl's wheel (for the service tests; not installed)"
+  "$VPY" -m pip download -q --no-deps "verl==0.9.1" -d .venv/wheels
+fi
+
 # 4. Sandbox images: built from local apt sources; a no-op when inputs are unchanged.
 .venv/bin/proctor images build
 
