@@ -11,12 +11,14 @@ from .breaker import HostHealth
 from .errors import (BadJob, EngineUnavailable, HostDown, ImageBuildError, InfraError, NoHostAvailable,
                      SandboxError, SessionClosed)
 from .hosts import TLSConfig
+from .remote import RemoteSandbox, RemoteSession
+from .runner import JobRunner
 from .sandbox import Sandbox
 from .session import CellResult, Session, SessionLimits
 from .types import LANGUAGES, STATUSES, CaseResult, Job, Limits, Result
 
 __all__ = [
-    "Sandbox", "TLSConfig", "Job", "Limits", "Result", "CaseResult", "LANGUAGES", "STATUSES", "VerdictCache", "CacheStats",
+    "Sandbox", "RemoteSandbox", "RemoteSession", "JobRunner", "TLSConfig", "Job", "Limits", "Result", "CaseResult", "LANGUAGES", "STATUSES", "VerdictCache", "CacheStats",
     "SandboxError", "InfraError", "EngineUnavailable", "ImageBuildError", "BadJob",
     "NoHostAvailable", "HostDown", "HostHealth", "Session", "SessionLimits", "CellResult", "SessionClosed",
 ]
