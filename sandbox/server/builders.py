@@ -396,6 +396,7 @@ def build_go(job: dict, budget: Budget, gvisor: bool) -> Built:
 # --------------------------------------------------------------------------- Rust
 
 RUSTC = "/usr/bin/rustc"
+RUST_CRATES = f"{OPT}/rust"   # the image's precompiled crates (images/rust): deps/*.rlib, externs.txt
 _RUST_ALLOW = re.compile(r"\s*#!\[allow\([\w:, ]*\)\]\s*")
 
 
@@ -414,6 +415,22 @@ def hoist_allows(code: str) -> tuple[str, str]:
         elif line.strip() and not line.lstrip().startswith("//"):
             break
     return "\n".join(lines), "".join(allows)
+
+
+def rust_extern_args(crates: str = RUST_CRATES) -> list[str]:
+    """rustc arguments that make the image's crates (rand, regex, md5) nameable by a program.
+
+    Only the crates listed in externs.txt (``name=path`` lines) are in the extern prelude;
+    their own dependencies (libc, getrandom, ...) are found through ``-L dependency=``,
+    which no ``extern crate`` of the program can name. An image without the list (an
+    older one) gives no arguments, and such a `use` fails to compile as it always did.
+    """
+    try:
+        with open(os.path.join(crates, "externs.txt")) as f:
+            externs = [line.strip() for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+    return ["-L", f"dependency={crates}/deps", *(arg for e in externs for arg in ("--extern", e))]
 
 
 def build_rust(job: dict, budget: Budget, gvisor: bool) -> Built:
@@ -436,7 +453,7 @@ def build_rust(job: dict, budget: Budget, gvisor: bool) -> Built:
     program = os.path.join(layout.BUILD, write_src("code.rs", code))
     root = f'{allows}{tests}\ninclude!("{program}");\n' if tests else f'{allows}include!("{program}");\n'
     argv = [RUSTC, "--edition", "2021", "-C", "opt-level=0", "-C", "debuginfo=0", "-C", "codegen-units=1",
-            "-A", "warnings", "-F", "unsafe_code", "--crate-name", "main", "-o", "prog",
+            "-A", "warnings", "-F", "unsafe_code", "--crate-name", "main", "-o", "prog", *rust_extern_args(),
             "-C", f"link-arg={GUARD_O}", "-C", "link-arg=-Wl,--wrap=main", "-"]
     steps = [budget.step(argv + (["--test"] if tests else []), stdin=root.encode())]
     if not ok(steps[-1]):

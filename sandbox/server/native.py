@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shutil
 import time
 
@@ -68,11 +69,17 @@ def build(job: dict, budget: "Budget", gvisor: bool) -> tuple[list[dict], Launch
         return [refused(steps[-1], why)], None
     renames = renamed_symbols(symbols) if job.get("tests") else []
     if renames:
+        groups = budget.step(["/usr/bin/readelf", "-g", "-W", "main.o"])
+        if not ok(groups):
+            return [refused(groups, "could not list the program's COMDAT groups")], None
+        renames += renamed_groups(symbols, renames, decode(groups))
         confine.write(os.path.join(build_dir, "renames"), "".join(f"{s} {RENAMED}{s}\n" for s in renames).encode())
         steps.append(budget.step(["/usr/bin/objcopy", "--redefine-syms=renames", "main.o"]))
         if not ok(steps[-1]):
             return [refused(steps[-1], "could not rename the program's symbols")], None
-    link = [compiler, std, "-O2", "-o", "prog", GUARD_O, *objects, "-lm", "-Wl,--wrap=main"]
+    # libcrypto (openssl/md5.h, HumanEval-X's C++ md5 row) is linked only into programs that call it.
+    link = [compiler, std, "-O2", "-o", "prog", GUARD_O, *objects, "-lm", "-Wl,--push-state,--as-needed", "-lcrypto",
+            "-Wl,--pop-state", "-Wl,--wrap=main"]
     steps.append(budget.step(link))
     if not ok(steps[-1]):
         return steps, None
@@ -158,6 +165,25 @@ def renamed_symbols(symbols: dict[str, dict[str, str]]) -> list[str]:
     libraries = library_symbols()
     return sorted(s for s, t in program.items()
                   if t in _DEFINED and not (s in wanted and s not in libraries))
+
+
+_GROUP = re.compile(r"^COMDAT group section \[\s*\d+\] `[^']*' \[(.+)\] contains", re.M)
+
+
+def renamed_groups(symbols: dict[str, dict[str, str]], renames: list[str], readelf_groups: str) -> list[str]:
+    """Signatures of the program's COMDAT groups that must be renamed with its symbols.
+
+    The linker keeps one group per signature, the first it sees (the tests'): a template
+    instance both units define (``vector<string>``'s constructor, whose group is named by
+    a local ``C5`` symbol that nm does not list) would lose the program's copy, renamed
+    definitions and all, and the program's calls would go to address 0 or fail to link.
+    Renaming the signature keeps the program's group its own. A group named by a symbol
+    the program keeps (an entry point of the tests) is left alone.
+    """
+    program = symbols.get("main.o", {})
+    kept = {s for s, t in program.items() if t in _DEFINED} - set(renames)
+    signatures = dict.fromkeys(_GROUP.findall(readelf_groups))
+    return [s for s in signatures if s not in kept and s not in renames]
 
 
 _LIBRARY: set[str] = set()
