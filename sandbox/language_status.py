@@ -19,7 +19,16 @@ JS_SYNTAX_ERROR_EXIT = 3   # the launcher's status for a script that does not pa
 _JAVA_UNCAUGHT = re.compile(r'^Exception in thread "[^"]*" ([\w.$]+)', re.M)
 _JAVA_NATIVE_OOM = ("There is insufficient memory for the Java Runtime Environment",
                     "Terminating due to java.lang.OutOfMemoryError")
-_GO_OOM = re.compile(r"^(?:fatal error: (?:runtime: )?out of memory|runtime: out of memory)", re.M)
+# What Go's runtime prints when memory runs out, at start or later (measured under the
+# sandbox's RLIMIT_DATA at 32-46 MiB): its heap ("out of memory", "out of memory
+# allocating heap arena map", "pageAlloc: out of memory", "cannot allocate memory"), or
+# an OS thread's stack: the runtime's own clone ("failed to create new OS thread") or,
+# in a cgo binary such as the tests' (testify), glibc's pthread_create, whose EAGAIN
+# ("Resource temporarily unavailable") is its mmap of the stack failing. A program that
+# exhausts the pids limit with threads reads as memory too: a limit either way.
+_GO_OOM = re.compile(r"^(?:fatal error: (?:runtime: |pageAlloc: )?(?:out of memory|cannot allocate memory)"
+                     r"|runtime: out of memory|runtime: failed to create new OS thread"
+                     r"|runtime/cgo: pthread_create failed)", re.M)
 _RUST_PANIC = re.compile(r"^thread '[^']*' panicked at '(.*)", re.M)
 _JS_ERROR = re.compile(r"^(?:Uncaught )?([\w$]*(?:Error|Exception))\b", re.M)
 

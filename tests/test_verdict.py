@@ -94,6 +94,27 @@ def test_c_exit_zero_from_exit_call_is_failed():
     assert verdict(C, step(kind="compile"), step(exit_code=0, marker_ok=False)).status == "failed"
 
 
+GO = Job("go", "package main\n\nfunc Add(a, b int) int { return a + b }\n",
+         tests='package main\n\nimport "testing"\n\nfunc TestAdd(t *testing.T) {}\n')
+
+
+# What Go's runtime printed under RLIMIT_DATA at 32-46 MiB (test_humaneval_x_full.py runs it).
+@pytest.mark.parametrize("stderr, expected", [
+    (b"fatal error: out of memory allocating heap arena map\n\nruntime stack:\n", "memory"),
+    (b"fatal error: pageAlloc: out of memory\n\nruntime stack:\n", "memory"),
+    (b"fatal error: runtime: cannot allocate memory\n\nruntime stack:\n", "memory"),
+    (b"runtime/cgo: pthread_create failed: Resource temporarily unavailable\nSIGABRT: abort\nPC=0x7f69a1846eec m=0\n",
+     "memory"),
+    (b"runtime: failed to create new OS thread (have 2 already; errno=12)\nfatal error: newosproc\n", "memory"),
+    (b"--- FAIL: TestAdd (0.00s)\n    x_test.go:7: bad\nFAIL\n", "failed"),
+    (b"panic: runtime error: index out of range [99] with length 3\n\ngoroutine 1 [running]:\n", "runtime_error"),
+])
+def test_go_statuses(stderr, expected):
+    r = verdict(GO, step(kind="compile"), step(exit_code=2 if expected != "failed" else 1, stderr=stderr,
+                                               marker_ok=False))
+    assert r.status == expected, r.stderr
+
+
 # ---------------------------------------------------------------- cases
 CASES = Job("python", "print(input())", cases=[("a\n", "a\n"), ("b", "b"), ("c", "x")])
 
