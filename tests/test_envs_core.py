@@ -411,6 +411,7 @@ def test_every_registered_env_passes_the_checker(tmp_path, sandbox):
     files = _task_files(tmp_path)
     kwargs = {"Arithmetic": {"n": 30, "level": 4}, "Countdown": {"n": 30}, "Math": {"tasks": files["Math"]},
               "Code": {"sandbox": sandbox}, "HumanEval": {"sandbox": sandbox},
+              "HumanEvalX": {"sandbox": sandbox, "language": "javascript"},
               "ExactMatch": {"tasks": files["ExactMatch"]}, "Regex": {"tasks": files["Regex"]},
               "Choice": {"tasks": files["Choice"]}, "ReasoningGym": {"name": "basic_arithmetic", "size": 20},
               "RewardFuncs": {"tasks": files["RewardFuncs"], "reward_funcs": [_says_solution]}}
