@@ -36,6 +36,7 @@ from .state import ServiceState, UnknownSession, now
 
 OPEN_PATHS = ("/v1/ping",)
 SWEEP_EVERY_S = 1.0
+IMAGES_TTL_S = 30.0   # /health's image list: asking the engine takes ~0.4 s, and images change rarely
 ASGIApp = Callable[[dict, Callable[[], Awaitable[dict]], Callable[[dict], Awaitable[None]]], Awaitable[None]]
 
 
@@ -223,9 +224,9 @@ def health_doc(state: ServiceState) -> dict:
     sandbox = state.sandbox
     state.sweep_sessions()
     hosts = {name: {"up": h.up, "cause": h.cause, "fix": h.fix} for name, h in sandbox.health().items()}
-    images: dict[str, Any] = {}
-    for pool in sandbox.pools:
-        images[pool.host] = {s.name: {"present": s.present, "ref": s.ref} for s in image_status(pool.client)}
+    images = state.cached("images", IMAGES_TTL_S, lambda: {
+        pool.host: {s.name: {"present": s.present, "ref": s.ref} for s in image_status(pool.client)}
+        for pool in sandbox.pools})
     up = any(h["up"] for h in hosts.values())
     return {"status": "ok" if up else "down", "runtime": sandbox.runtime or "default",
             "slots": sandbox.slots, "pool": sandbox.stats(), "hosts": hosts, "images": images,

@@ -71,10 +71,26 @@ def parse_jobs(body: dict) -> list[Job]:
 async def post_jobs(request: Request) -> Response:
     state = state_of(request)
     jobs = parse_jobs(await json_body(request))
+    if len(jobs) == 1:   # one job (RemoteSandbox.run): no stream to keep, no thread pool to start
+        return await run_one(state, jobs[0])
     window = min(len(jobs), state.settings.batch_window)
     hold = state.admission.jobs(window)
     hold.__enter__()          # Full -> 429 before the stream starts
     return ClosingStream(stream_results(state, jobs, window), hold, media_type="application/x-ndjson")
+
+
+async def run_one(state: ServiceState, job: Job) -> Response:
+    with state.admission.jobs(1):
+        started = now()
+        try:
+            result = await state.blocking(state.sandbox.run, job)
+        except InfraError as exc:
+            return Response(line({"index": 0, "error": f"{type(exc).__name__}: {exc}"}),
+                            media_type="application/x-ndjson")
+    state.metrics.jobs.labels(result.status, "jobs").inc()
+    state.metrics.latency.labels("jobs").observe(now() - started)
+    return Response(line({"index": 0, "result": result_to_dict(result)}) + line({"done": 1}),
+                    media_type="application/x-ndjson")
 
 
 class ClosingStream(StreamingResponse):

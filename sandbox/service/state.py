@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 import anyio
 
@@ -39,6 +39,15 @@ class ServiceState:
         self.limiter = anyio.CapacityLimiter(settings.max_pending + settings.max_sessions + 8)
         self.sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
+        self._cache: dict[str, tuple[float, Any]] = {}
+
+    def cached(self, key: str, ttl_s: float, make: Callable[[], Any]) -> Any:
+        """``make()``'s value, made again only after ``ttl_s`` (for slow engine queries of /health)."""
+        hit = self._cache.get(key)
+        if hit is None or now() - hit[0] > ttl_s:
+            hit = (now(), make())
+            self._cache[key] = hit
+        return hit[1]
 
     async def blocking(self, fn: Callable[..., T], *args: object) -> T:
         return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
