@@ -386,6 +386,58 @@ def resolve_model_path(model: str) -> str:
     return model
 
 
+def resolve_model_config(model: str) -> str:
+    """Like :func:`resolve_model_path`, for what needs only the model's ``config.json`` (the planner):
+    a tiny model not built yet is not built (minutes, and torch); its config is written alone,
+    from the same tokenizer and shape the build would use, in ``<cache>/tiny-config-<hash>``."""
+    if not (model == "tiny" or model.startswith("tiny:")):
+        return model
+    steps = int(model.split(":", 1)[1]) if ":" in model else 800
+    built = _cache_entry(None, {"pretrain_steps": steps})
+    if (built / "config.json").exists():
+        return str(built)
+    final = built.with_name(built.name.replace("tiny-model-", "tiny-config-"))
+    if not (final / "config.json").exists():
+        final.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+        try:   # written aside, then moved in: a reader never sees half a config
+            _tiny_config(_build_args({"pretrain_steps": steps})).save_pretrained(tmp)
+            os.replace(tmp / "config.json", final / "config.json")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return str(final)
+
+
+def _tiny_config(args: dict[str, Any]) -> Any:
+    """The model config :func:`make_tiny_model` would build with ``args``, without torch."""
+    _check_shape(args["arch"], args["vocab_size"], args["hidden"], args["layers"], args["heads"], args["kv_heads"])
+    pairs = synthetic_corpus(args["seed"], heldout_fraction=args["heldout_fraction"])
+    tok = train_tokenizer([p + r for p, r in pairs], args["vocab_size"])
+    config = _model_config(args["arch"], _round_up(tok.get_vocab_size(), VOCAB_MULTIPLE), args["hidden"],
+                           args["layers"], args["heads"], args["kv_heads"], args["tie_embeddings"],
+                           tok.token_to_id(EOS_TOKEN), tok.token_to_id(PAD_TOKEN))
+    config.architectures = [type(config).__name__.replace("Config", "ForCausalLM")]   # as save_pretrained writes it
+    return config
+
+
+def _build_args(kw: dict[str, Any]) -> dict[str, Any]:
+    """``make_tiny_model``'s keyword arguments with defaults filled in (what the cache is keyed by)."""
+    try:
+        bound = _BUILD_SIGNATURE.bind("", **kw)
+    except TypeError as exc:
+        raise TypeError(f"tiny_model_path: {exc}; it takes make_tiny_model's keyword arguments") from None
+    bound.apply_defaults()
+    return {k: v for k, v in bound.arguments.items() if k not in ("out_dir", "progress", "overwrite")}
+
+
+def _cache_entry(cache_dir: str | os.PathLike[str] | None, kw: dict[str, Any]) -> Path:
+    """``<cache>/tiny-model-<hash of the recipe and the arguments>``."""
+    args = _build_args(kw)
+    digest = hashlib.sha256(json.dumps({"recipe": RECIPE_VERSION, **args}, sort_keys=True).encode()).hexdigest()
+    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    return root / f"tiny-model-{digest[:16]}"
+
+
 def default_cache_dir() -> Path:
     """``$PROCTOR_CACHE`` if set, else ``~/.cache/proctor``."""
     return Path(os.environ.get("PROCTOR_CACHE") or Path.home() / ".cache" / "proctor").expanduser()
@@ -400,15 +452,9 @@ def tiny_model_path(cache_dir: str | os.PathLike[str] | None = None, **kw: Any) 
     """
     progress = kw.pop("progress", None)
     kw.pop("overwrite", None)
-    try:
-        bound = _BUILD_SIGNATURE.bind("", **kw)
-    except TypeError as exc:
-        raise TypeError(f"tiny_model_path: {exc}; it takes make_tiny_model's keyword arguments") from None
-    bound.apply_defaults()
-    args = {k: v for k, v in bound.arguments.items() if k not in ("out_dir", "progress", "overwrite")}
-    digest = hashlib.sha256(json.dumps({"recipe": RECIPE_VERSION, **args}, sort_keys=True).encode()).hexdigest()
-    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-    final = root / f"tiny-model-{digest[:16]}"
+    args = _build_args(kw)
+    final = _cache_entry(cache_dir, kw)
+    root = final.parent
     if final.exists():
         if (final / "config.json").exists() and (final / BUILD_INFO_FILE).exists():
             return final

@@ -153,7 +153,7 @@ def test_the_judge_shows_the_program_public_attributes_only():
 # ---------------------------------------------------------------- Job checks
 
 @pytest.mark.parametrize("files,match", [
-    ({"a/": "x"}, "relative and name a file"), ({".": "x"}, "be a name"), ({"a/../b": "x"}, "be a name"),
+    ({"a/": "x"}, "relative to the work dir and name a file"), ({".": "x"}, "be a name"), ({"a/../b": "x"}, "be a name"),
     ({"./a": "x"}, "be a name"), ({"a//b": "x"}, "be a name"), ({"/abs": "x"}, "relative"),
     ({"a": "x", "a/b": "y"}, "both 'a'"), ({"x" * 300: "y"}, "longer than 255"), ({"a\nb": "x"}, "control"),
     ({"f": "\ud800"}, "lone surrogate"), ({"big": b"x" * (2 << 20)}, "disk_mb"), ({"main.py": "x"}, "reserved"),

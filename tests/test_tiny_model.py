@@ -127,6 +127,24 @@ def test_cache_builds_once_and_reuses(tmp_path: Path, monkeypatch: pytest.Monkey
         tm.tiny_model_path(colour="red")
 
 
+def test_config_for_planning_matches_the_build_without_building(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planner reads a tiny model's config.json: one not built yet is not built for it (minutes,
+    and torch), and the config written alone is the one the build writes."""
+    monkeypatch.setenv("PROCTOR_CACHE", str(tmp_path / "cache"))
+    real = tm.make_tiny_model
+    monkeypatch.setattr(tm, "make_tiny_model", lambda *a, **k: pytest.fail("planning built the model"))
+    alone = Path(tm.resolve_model_config("tiny:0"))
+    assert alone.name.startswith("tiny-config-") and not [p for p in alone.parent.iterdir() if p.name[0] == "."]
+    monkeypatch.setattr(tm, "make_tiny_model", real)
+    built = Path(tm.resolve_model_path("tiny:0"))
+    keep = lambda d: {k: v for k, v in json.loads((d / "config.json").read_text()).items()
+                      if k != "transformers_version"}
+    assert keep(alone) == keep(built)
+    assert tm.resolve_model_config("tiny:0") == str(built)   # once built, the model's own config
+    assert tm.resolve_model_config("org/name") == "org/name"
+
+
 def test_cli_help() -> None:
     result = CliRunner().invoke(_cli(), ["tiny-model", "--help"])
     assert result.exit_code == 0, result.output

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from proctor.plan import PlanInput
-from proctor.tiny_model import resolve_model_path
+from proctor.tiny_model import resolve_model_config
 
 from .config import GRPOConfig
 
@@ -34,7 +34,7 @@ def plan_fields(cfg: GRPOConfig) -> dict[str, Any]:
     """The ``PlanInput`` fields a run config decides."""
     ppo = cfg.objective.algorithm == "ppo"
     return {
-        "model": resolve_model_path(cfg.model),
+        "model": resolve_model_config(cfg.model),   # its config.json: a tiny model is not built to plan
         "batch_size": cfg.data.prompts_per_step,
         "group_size": cfg.rollout.group_size if not ppo else 8,
         "ppo_samples_per_prompt": cfg.rollout.group_size if ppo else 1,
