@@ -192,6 +192,38 @@ def make_reasoning_gym(name: str = "basic_arithmetic", size: int = 500, seed: in
     return _env(source, ReasoningGymVerifier(source), reference=reference_completion, **kw)
 
 
+def make_python_tool_math(tasks: Optional[str] = None, *, split: str = "train", prompt_field: Optional[str] = None,
+                          answer_field: str = "answer", n: int = 2000, seed: int = 0,
+                          prompt_template: Optional[str] = None, partition: Optional[str] = None,
+                          eval_fraction: float = DEFAULT_EVAL_FRACTION, train_within: float = 1.0,
+                          **kw: Any) -> VerifiableEnv:
+    """Math questions with a ``python`` tool (a sandbox session per episode); the answer by the math
+    matcher. ``tasks``: a file or dataset id, else procedural products and sums a program answers."""
+    from .tools.math_env import TOOL_PROMPT, ToolArithmeticSource, python_tool_math
+
+    if tasks:
+        source: TaskSource = _rows(tasks, split, qa_row(prompt_field, answer_field), partition, eval_fraction)
+    else:
+        source = ToolArithmeticSource(n, seed, prompt_template or TOOL_PROMPT, partition=partition,
+                                      eval_fraction=eval_fraction, train_within=train_within)
+    return python_tool_math(source, **kw)
+
+
+def make_code_agent(tasks: Optional[str] = None, *, split: str = "train", partition: Optional[str] = None,
+                    eval_fraction: float = DEFAULT_EVAL_FRACTION, **kw: Any) -> VerifiableEnv:
+    """Code tasks with ``run_tests`` (visible tests) and ``python`` tools; hidden tests judge the answer.
+    ``tasks``: rows with ``visible_tests`` / ``visible_cases`` (or a splittable check()), else HumanEval."""
+    from .code.agent import agent_row, code_agent, humaneval_agent_source
+
+    if tasks:
+        rows, name = load_rows(tasks, split)
+        source: TaskSource = RowSource(rows, agent_row, name)
+        reference = None
+    else:
+        source, reference = humaneval_agent_source(), _humaneval_reference
+    return code_agent(_part(source, partition, eval_fraction), reference=reference, **kw)
+
+
 def make_reward_funcs_env(tasks: str, reward_funcs: Sequence[Any], reward_weights: Optional[Sequence[float]] = None,
                           *, split: str = "train", prompt_field: str = "prompt", pass_threshold: Optional[float] = None,
                           partition: Optional[str] = None, eval_fraction: float = DEFAULT_EVAL_FRACTION,
@@ -232,6 +264,8 @@ SPECS: tuple[EnvSpec, ...] = (
     EnvSpec("Choice", lambda tasks, **kw: make_text("choice", tasks, **kw), "multiple choice A/B/C/D"),
     EnvSpec("ReasoningGym", make_reasoning_gym, "any reasoning-gym generator (name=...)"),
     EnvSpec("RewardFuncs", make_reward_funcs_env, "a dataset scored by TRL-style reward_funcs (tasks=file)"),
+    EnvSpec("PythonToolMath", make_python_tool_math, "math with a python tool (a sandbox session per episode)"),
+    EnvSpec("CodeAgent", make_code_agent, "code with run_tests (visible) and python tools; hidden tests judge"),
 )
 
 
