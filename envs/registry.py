@@ -85,11 +85,14 @@ def qa_row(prompt_field: Optional[str], answer_field: str) -> Callable[[Mapping[
 
 def make_math(tasks: Optional[str] = None, *, split: str = "train", prompt_field: Optional[str] = None,
               answer_field: str = "answer", level: int = 2, n: int = 1000, seed: int = 0,
-              prompt_template: Optional[str] = None, timeout_s: float = 2.0, format_weight: float = 0.0,
+              prompt_template: Optional[str] = None, timeout_s: float = 2.0, extract: str = "auto",
+              strict: bool = False, format_weight: float = 0.0,
               numbers: Optional[list[int]] = None, partition: Optional[str] = None,
               eval_fraction: float = DEFAULT_EVAL_FRACTION, train_within: float = 1.0, **kw: Any) -> VerifiableEnv:
     """Math word problems scored by answer equivalence; procedural arithmetic when no ``tasks``
-    (``numbers=[lo, hi]``: the operands' range; ``train_within``: see ``ArithmeticSource``)."""
+    (``numbers=[lo, hi]``: the operands' range; ``train_within``: see ``ArithmeticSource``;
+    ``extract``/``strict``: where the answer is read and whether its format is enforced,
+    see ``MathVerifier``)."""
     from .math import MathVerifier
     from .procedural.arithmetic import ArithmeticSource, reference_completion
 
@@ -101,7 +104,8 @@ def make_math(tasks: Optional[str] = None, *, split: str = "train", prompt_field
                                  train_within=train_within, **({"prompt": prompt_template} if prompt_template else {}))
         source, knob = arith, arith.difficulty
     reference = (lambda t: f"\\boxed{{{t.answer}}}") if tasks else reference_completion
-    return _env(source, MathVerifier(timeout_s=timeout_s), format_weight=format_weight, reference=reference,
+    return _env(source, MathVerifier(timeout_s=timeout_s, extract=extract, strict=strict),
+                format_weight=format_weight, reference=reference,
                 difficulty=knob, **kw)
 
 

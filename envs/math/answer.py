@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Iterable, Optional
 
+from .bignum import big_number, equals_fraction
 from .extract import MAX_ANSWER_CHARS, too_deep
 from .normalize import normalize
+from .notation import malformed
 from .prose import OPTION_RE
 from .numbers import APPROX_MIN_SIG, Num, numbers_equal, parse_number
 from .structure import (MAX_ITEMS, Shape, drop_approx, enclosing, expand_pm, mcq_gold, mcq_pred,
@@ -59,6 +61,7 @@ class Answer:
     items: tuple["Answer", ...] = field(default=())
     text: Optional[str] = None           # case-folded, when the answer is a word
     surd: Optional[Surd] = None          # exact q*sqrt(r)*pi^k (2\sqrt{2}, \frac{3\pi}{4})
+    digits: Optional[str] = None         # a decimal literal too long for the normal path (bignum.py)
 
 
 ParsedGold = Answer
@@ -72,6 +75,10 @@ def prepare(raw: str, *, gold: bool = False) -> Answer:
 
 @lru_cache(maxsize=16384)
 def _prepare(raw: str, gold: bool) -> Answer:
+    if len(raw) > MAX_ANSWER_CHARS:
+        digits = big_number(raw)
+        if digits is not None:
+            return Answer(raw, digits, digits=digits)
     if len(raw) > MAX_ANSWER_CHARS * 4 or too_deep(raw):
         return Answer(raw, raw[:MAX_ANSWER_CHARS], reason="too_complex")
     option = OPTION_RE.fullmatch(raw) if gold else None
@@ -134,8 +141,11 @@ def decide(p: Answer, g: Answer, leaf: Optional[Leaf] = None) -> Optional[MatchR
         return MatchResult(False, "guard", p.reason)
     if g.reason:
         return MatchResult(False, "guard", "gold_" + g.reason)
+    if p.digits is not None or g.digits is not None:
+        return _decide_big(p, g)
     if p.norm == g.norm:
-        return MatchResult(True, "string", "equal")
+        # The same junk twice ("\\frac{") is not an answer that is right.
+        return MatchResult(False, "guard", "malformed") if malformed(p.norm) else MatchResult(True, "string", "equal")
     if p.text is not None and p.text == g.text:
         return MatchResult(True, "string", "equal")
     if g.mcq is not None:
@@ -160,6 +170,21 @@ def decide(p: Answer, g: Answer, leaf: Optional[Leaf] = None) -> Optional[MatchR
                 g.text is not None and p.num is not None):
             return MatchResult(False, "string", "not_equal")
     return leaf(p, g) if leaf else None
+
+
+def _decide_big(p: Answer, g: Answer) -> MatchResult:
+    """A decimal literal too long for the normal path against anything: exact, in time
+    linear in its length (``bignum.py``); never the symbolic tier."""
+    big, other = (p, g) if p.digits is not None else (g, p)
+    if other.digits is not None:
+        eq = big.digits == other.digits
+    elif other.rel == "assign" and other.value is not None and other.value.num is not None:
+        eq = not other.value.num.percent and equals_fraction(big.digits, other.value.num.value)
+    elif other.num is not None and not other.num.percent:
+        eq = equals_fraction(big.digits, other.num.value)
+    else:
+        return MatchResult(False, "guard", "too_complex")     # 10^{100000} and the like: not decided
+    return MatchResult(eq, "exact", "equal" if eq else "not_equal")
 
 
 def _decide_surds(p: Answer, g: Answer) -> Optional[MatchResult]:

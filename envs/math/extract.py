@@ -3,8 +3,9 @@
 Cascade (mode ``"auto"``), on the text after the last ``</think>`` and before the
 first end-of-turn token (``<|im_end|>``, ``</s>``, ...):
 
-1. the last ``\\boxed{}``/``\\fbox{}``/``\\boxed X``, unless a final statement
-   ("Final Answer: The largest $n$ is 34.", "答案：...", "Réponse : ...") comes after it;
+1. the last ``\\boxed{}``/``\\fbox{}``/``\\boxed X`` (also a misspelt box command a reader
+   still reads, ``\\beginboxed{5}``), unless a final statement ("Final Answer: The
+   largest $n$ is 34.", "答案：...", "Réponse : ...") comes after it;
 2. the last ``<answer>...</answer>``;
 3. the last final statement ("the (final) answer is X", "Answer: X", "#### X", and
    their French, German, Spanish, Russian and Chinese forms), reduced to its value;
@@ -15,10 +16,19 @@ Each named mode runs just that one step. ``choice=True`` (a multiple-choice gold
 reads the option letter instead (``prose.choice``).
 
 Why the LAST answer: models revise themselves ("\\boxed{31}. Wait, that is wrong ...
-\\boxed{28}"); Math-Verify joins every box into one set and so fails correct final
-answers. Boxes that answer parts of one question ("\\boxed{(3,3)} for (a) and
-\\boxed{(1,1)}", "y_1 = \\boxed{..}, y_2 = \\boxed{..}") are one answer and are joined
-into a list, so a hedge between two values never matches a single gold.
+\\boxed{28}") and repeat themselves (a run of boxes, then the final one); Math-Verify
+joins every box into one set and so fails correct final answers. Boxes written as parts
+of one sentence, joined by a connective ("\\boxed{1} and \\boxed{2}", "\\boxed{3} or
+\\boxed{4}", "y_1 = \\boxed{..}, y_2 = \\boxed{..}"), are one answer and are joined into a
+list, so a hedge between two values never matches a single gold. Boxes with nothing
+but space or delimiters between them are separate attempts: the last one is the
+answer. ``Extraction.group`` keeps every box of that run joined, and is what a gold of
+several values (a list, tuple or set) is compared with (``matcher.extract_for``).
+
+``<think>`` without ``</think>`` is an unfinished reasoning (no answer), unless a
+complete ``<answer>...</answer>`` follows it: tags are an answer position.
+``strict=True`` accepts only an answer in the mode's format at the very end of the
+completion (``strict.py``).
 
 Nothing here parses mathematics: this runs for every completion and must stay cheap.
 """
@@ -29,14 +39,18 @@ import re
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
+from .bignum import big_number
 from .normalize import scan_group
-from .prose import bare, choice, cut_turn, first_choice, last_math_segment, statement_value
+from .prose import (bare, choice, cut_turn, decimal_comma, first_choice, last_math_segment, last_number_at,
+                    looks_like_code, statement_value)
+from .strict import answer_line, chat_debris, ends_text, tag_content_ok
 
 MODES = ("auto", "boxed", "tags", "answer_is", "last_number")
 MAX_ANSWER_CHARS = 1000   # longer "answers" are garbage or attacks: too_complex
 MAX_DEPTH = 64            # bracket nesting deeper than this is too_complex
 
-_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
+# \\boxed, \\fbox, and a box command with letters glued in front (\\beginboxed{..}).
+_BOX_RE = re.compile(r"\\(?:[A-Za-z]*boxed|fbox)(?![A-Za-z])")
 # Between two boxes that form one answer: little text, no revision ("wait", "no"), and
 # either nothing but punctuation or a connective ("and", ",", "y_2 =", "for part (a) and").
 _GAP_MAX = 60
@@ -50,10 +64,6 @@ _ANSWER_IS_RE = re.compile(
     r"r[ée]ponse\s*(?:est\b|:)|antwort\s*(?:ist\b|:)|respuesta\s*(?:es\b|:)|risposta\s*(?:è\b|:)|"
     r"ответ\s*(?:[:：]|—|-)?)\s*\**\s*[:：]?\s*(?:is\b\s*:?)?\s*",
     re.IGNORECASE)
-# A minus sign counts only where it cannot be subtraction ("3-5" ends in 5, not -5).
-_NUMBER_RE = re.compile(r"(?:(?<![\w)\]}])-)?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?(?:,\d{1,2}(?![\d,]))?")
-# 2,74 / 0,111 / 1000,99: a decimal comma; 1,2 and 7,425,000 are not.
-_DECIMAL_COMMA_RE = re.compile(r"[-+]?(?:0,\d{2,}|\d+,\d{2}|\d{4,},\d+)")
 _SENTENCE_END_RE = re.compile(r"\.(?=\s|$)|\n|。")
 
 
@@ -64,7 +74,8 @@ class Extraction:
 
     answer: Optional[str]
     source: str = "none"      # boxed | tags | answer_is | bare | math | last_number | choice | none
-    reason: str = ""
+    reason: str = ""          # no_answer | truncated | unclosed_think | too_complex | format
+    group: Optional[str] = None   # every box of the final run joined, when there are several
 
 
 def extract_answer(completion: str, mode: str = "auto") -> Optional[str]:
@@ -72,20 +83,23 @@ def extract_answer(completion: str, mode: str = "auto") -> Optional[str]:
     return extract(completion, mode).answer
 
 
-def extract(completion: str, mode: str = "auto", *, choice: bool = False) -> Extraction:
-    """Find the final answer; never raises for any completion text."""
+def extract(completion: str, mode: str = "auto", *, choice: bool = False, strict: bool = False) -> Extraction:
+    """Find the final answer; never raises for any completion text. ``strict``: only an
+    answer in the mode's format that ends the completion counts (``strict.py``)."""
     if mode not in MODES:
         raise ValueError(f"unknown extraction mode {mode!r}: use one of {', '.join(MODES)}")
+    if strict and mode == "last_number":
+        raise ValueError("strict extraction needs an answer format: use mode auto, boxed, tags or answer_is "
+                         "with strict=True ('last_number' has no format to check)")
     if not isinstance(completion, str):
         completion = "" if completion is None else str(completion)
-    text = completion
-    end_think = text.rfind("</think>")
-    if end_think >= 0:
-        text = text[end_think + len("</think>"):]
-    elif "<think>" in text:
+    text = _after_think(completion)
+    if text is None or (strict and "<think>" in completion and "</think>" not in completion):
         # The reasoning never finished (cut at the length limit): a box inside it is
         # a draft, not the model's final answer.
         return Extraction(None, "none", "unclosed_think")
+    if strict:
+        return Extraction(None, "none", "format") if chat_debris(text) else _capped(_strict(text, mode))
     text = cut_turn(text)
     if mode != "auto":
         steps = {"boxed": _boxed, "tags": _tags, "answer_is": _answer_is, "last_number": _last_number}
@@ -100,15 +114,58 @@ def extract(completion: str, mode: str = "auto", *, choice: bool = False) -> Ext
     return Extraction(None, "none", "no_answer")
 
 
+def _after_think(text: str) -> Optional[str]:
+    """The text after the last ``</think>``; the text from the last ``<answer>`` when a
+    ``<think>`` never closes but a complete ``<answer>...</answer>`` follows it; None
+    when the reasoning never finished and no answer follows."""
+    end_think = text.rfind("</think>")
+    if end_think >= 0:
+        return text[end_think + len("</think>"):]
+    think = text.find("<think>")
+    if think < 0:
+        return text
+    tag = text.rfind(_ANSWER_OPEN)
+    if tag > think and text.find(_ANSWER_CLOSE, tag) > 0:
+        return text[tag:]
+    return None
+
+
+def _strict(text: str, mode: str) -> Extraction:
+    """The answer in the mode's format at the very end of ``text`` (auto: any of the
+    three), or reason "format" (or the box's own "truncated"/"too_complex")."""
+    if mode in ("auto", "boxed"):
+        found = _boxed_at(text)
+        if found is not None and (found[0].answer is None or ends_text(text, found[1])):
+            if found[0].answer is not None or mode == "boxed":
+                return found[0]
+    if mode in ("auto", "tags"):
+        close = text.rfind(_ANSWER_CLOSE)
+        open_at = text.rfind(_ANSWER_OPEN, 0, max(close, 0))
+        if 0 <= open_at < close and ends_text(text, close + len(_ANSWER_CLOSE)):
+            inner = text[open_at + len(_ANSWER_OPEN):close]
+            found = _tags(text[open_at:])
+            if found is not None and found.answer is not None and tag_content_ok(inner, _BOX_RE):
+                return found
+    if mode in ("auto", "answer_is"):
+        value = answer_line(text)
+        boxed = _boxed(value) if value else None
+        cleaned = boxed.answer if boxed is not None else _clean(decimal_comma(value)) if value else None
+        if cleaned:
+            return Extraction(cleaned, "answer_is")
+    return Extraction(None, "none", "format")
+
+
 def gold_text(gold: str) -> str:
     """The answer inside a gold written as prose or boxed; a plain gold is kept as is."""
     s = gold.strip()
     whole = bare(s)
     if whole is not None and "\\boxed" not in s and "\\fbox" not in s:
-        return _decimal_comma(whole) if whole == s else whole
+        return decimal_comma(whole) if whole == s else whole
+    if len(s) > MAX_ANSWER_CHARS and big_number(s) is not None:
+        return s                   # a long number: the prose scans below would only cost time
     found = extract(s)
     if found.answer:
-        return found.answer
+        return found.group or found.answer     # a gold's boxes are all part of it
     if found.reason == "truncated" and found.source == "boxed":
         # A gold is never cut by a length limit: an unclosed box runs to the end.
         start = [m.end() for m in _BOX_RE.finditer(s)][-1]
@@ -133,8 +190,11 @@ def nesting_depth(s: str) -> int:
 
 
 def too_complex(answer: str) -> bool:
-    """True when an answer is too long or too deeply nested to be worth parsing."""
-    return len(answer) > MAX_ANSWER_CHARS or too_deep(answer)
+    """True when an answer is too long or too deeply nested to be worth parsing. A plain
+    decimal literal may be longer (``bignum.py`` compares it exactly in linear time)."""
+    if len(answer) > MAX_ANSWER_CHARS:
+        return big_number(answer) is None
+    return too_deep(answer)
 
 
 def too_deep(s: str) -> bool:
@@ -149,12 +209,6 @@ def _capped(found: Extraction) -> Extraction:
     if found.answer is not None and too_complex(found.answer):
         return Extraction(None, found.source, "too_complex")
     return found
-
-
-def _decimal_comma(s: str) -> str:
-    """``2,74`` / ``0,111`` / ``1000,99`` in plain text are decimals (1,2 stays a list);
-    callers pass only text that was not inside math delimiters."""
-    return s.replace(",", ".") if _DECIMAL_COMMA_RE.fullmatch(s) else s
 
 
 # --- boxes and final statements ---------------------------------------------------
@@ -176,13 +230,15 @@ def _boxed(text: str) -> Optional[Extraction]:
 
 
 def _boxed_at(text: str) -> Optional[tuple[Extraction, int]]:
-    """The answer of the last group of boxes, and where that group ends."""
-    starts = [m.end() for m in _BOX_RE.finditer(text)]
-    if not starts:
+    """The answer of the final boxes, and where they end: the last box, joined with the
+    boxes before it that a connective ties to it (one answer in parts, or a hedge);
+    ``group`` joins every box of the final run when untied boxes precede it."""
+    marks = [(m.start(), m.end()) for m in _BOX_RE.finditer(text)]
+    if not marks:
         return None
-    spans: list[tuple[int, int, str]] = []   # (box start, box end, content), last first
-    for i in range(len(starts) - 1, -1, -1):
-        got = _box_content(text, starts[i])
+    spans: list[tuple[int, int, str, bool]] = []   # (start, end, content, tied to the next), last first
+    for start, pos in reversed(marks):
+        got = _box_content(text, pos)
         if got is None:
             if not spans:
                 # The last box never closes: the completion was cut mid-answer.
@@ -193,27 +249,34 @@ def _boxed_at(text: str) -> Optional[tuple[Extraction, int]]:
             if spans:
                 break
             return Extraction(None, "boxed", "too_complex"), end
-        box_start = starts[i] - len("\\boxed") if text[starts[i] - 1] == "d" else starts[i] - len("\\fbox")
         if spans and end > spans[-1][0]:
             break                # \boxed{\boxed{5}}: the inner box already is the answer
-        if spans and not _joins(text[end:spans[-1][0]]):
+        tie = _tie(text[end:spans[-1][0]]) if spans else 2
+        if not tie:
             break
-        spans.append((box_start, end, content.strip()))
+        spans.append((start, end, content.strip(), tie == 2))
         if len(spans) >= 16:
             break
-    parts = [c for _, _, c in reversed(spans) if c]
-    end = spans[0][1] if spans else len(text)
-    if not parts:
-        return Extraction(None, "boxed", "no_answer"), end
-    return Extraction(", ".join(parts), "boxed"), end
+    tied = 1
+    while tied < len(spans) and spans[tied][3]:
+        tied += 1
+    answer = ", ".join(c for _, _, c, _ in reversed(spans[:tied]) if c)
+    every = ", ".join(c for _, _, c, _ in reversed(spans) if c)
+    if not answer:
+        return Extraction(None, "boxed", "no_answer"), spans[0][1]
+    return Extraction(answer, "boxed", group=every if every != answer else None), spans[0][1]
 
 
-def _joins(gap: str) -> bool:
-    """Two boxes with ``gap`` between them answer parts of one question."""
+def _tie(gap: str) -> int:
+    """How ``gap``, the text between two boxes, ties them: 2 a connective ("and", ",",
+    "y_2 =": parts of one answer, or a hedge), 1 nothing but space and delimiters
+    (separate attempts, the later one counts), 0 not at all (prose, a revision)."""
     if len(gap) > _GAP_MAX or "\n\n" in gap or _REVISION_RE.search(gap):
-        return False
+        return 0
+    if _CONNECTIVE_RE.search(gap):
+        return 2
     plain = re.sub(r"\\[A-Za-z]+|\\.|[${}()\s.+]|\\", "", gap)
-    return not plain or bool(_CONNECTIVE_RE.search(gap))
+    return 0 if plain else 1
 
 
 def _box_content(text: str, pos: int) -> Optional[tuple[str, int]]:
@@ -322,7 +385,7 @@ def _stated(statement: str) -> Optional[str]:
     value = statement_value(statement)
     if not value:
         return None
-    return _clean(_decimal_comma(value) if "$" not in statement and "\\" not in statement else value)
+    return _clean(decimal_comma(value) if "$" not in statement and "\\" not in statement else value)
 
 
 def _clean(s: str) -> Optional[str]:
@@ -343,14 +406,17 @@ def _strip_math(s: str) -> str:
 
 def _bare(text: str) -> Optional[Extraction]:
     whole = bare(text)
-    if not whole:
-        return None
-    return Extraction(_decimal_comma(whole) if whole == text.strip().rstrip(".") else whole, "bare")
+    if not whole or looks_like_code(whole):
+        return None               # print(4), os.system('ls') or 4: code, not an answer
+    return Extraction(decimal_comma(whole) if whole == text.strip().rstrip(".") else whole, "bare")
 
 
 def _prose_tail(text: str) -> Optional[Extraction]:
-    """Long prose: the later of its last math segment and its last number."""
-    number = _last_number_at(text)
+    """Long prose: the later of its last math segment and its last number. Text that
+    reads as code is not prose: a number it ends in is no answer position."""
+    if looks_like_code(text[-2000:]):
+        return None
+    number = last_number_at(text)
     seg = last_math_segment(text[-4000:])
     if seg is not None:
         seg_end = len(text) - min(len(text), 4000) + seg[0]
@@ -383,58 +449,5 @@ def _choice(text: str) -> Extraction:
 # --- last number -------------------------------------------------------------------
 
 def _last_number(text: str) -> Optional[Extraction]:
-    found = _last_number_at(text)
+    found = last_number_at(text)
     return Extraction(found[0], "last_number") if found is not None else None
-
-
-def _blank_broken_inline(text: str) -> str:
-    """``text`` with every inline formula that spans a line break ($..$, \\(..\\)) blanked
-    out, same length. One linear pass: a regex for this backtracks quadratically."""
-    if "\n" not in text or ("$" not in text and "\\(" not in text):
-        return text
-    out = list(text)
-    i, n = 0, len(text)
-    while i < n:
-        if text.startswith("$$", i):
-            close = text.find("$$", i + 2)
-            i = n if close < 0 else close + 2           # display math may span lines
-            continue
-        if text[i] == "$" and (i == 0 or text[i - 1] != "\\"):
-            close, end = _inline_close(text, i + 1, "$"), 1
-        elif text.startswith("\\(", i):
-            close, end = text.find("\\)", i + 2), 2
-        else:
-            i += 1
-            continue
-        if close < 0:
-            return "".join(out)
-        if "\n" in text[i:close]:
-            out[i:close + end] = " " * (close + end - i)
-        i = close + end
-    return "".join(out)
-
-
-def _inline_close(text: str, start: int, mark: str) -> int:
-    """Index of the next unescaped ``mark`` from ``start``, or -1."""
-    j = text.find(mark, start)
-    while j > 0 and text[j - 1] == "\\":
-        j = text.find(mark, j + 1)
-    return j
-
-
-def _last_number_at(text: str) -> Optional[tuple[str, int]]:
-    # Look at a growing tail so a long trace is not scanned when the end has a number.
-    # Inline math broken across lines ("$ \n 9 \n $") is not read (Math-Verify's rule too).
-    text = _blank_broken_inline(text)
-    size = 512
-    while True:
-        tail = text[-size:]
-        found = None
-        for found in _NUMBER_RE.finditer(tail):
-            pass
-        if found is not None and (size >= len(text) or found.start() > 64):
-            end = len(text) - len(tail) + found.end()
-            return _decimal_comma(found.group(0).rstrip(".")), end
-        if size >= len(text):
-            return None
-        size *= 4

@@ -13,7 +13,8 @@ from collections import OrderedDict
 from typing import Optional, Sequence, Union
 
 from .answer import Answer, MatchResult, ParsedGold, _prepare, canonical, decide, prepare
-from .extract import gold_text, too_complex
+from .extract import MAX_ANSWER_CHARS, Extraction, extract, gold_text, too_complex
+from .notation import malformed
 from .pool import get_pool
 
 DEFAULT_TIMEOUT_S = 2.0
@@ -62,6 +63,26 @@ def parse_gold(gold: Union[str, ParsedGold]) -> ParsedGold:
     return prepare(gold_text(gold if isinstance(gold, str) else str(gold)), gold=True)
 
 
+def extract_for(completion: str, gold: Union[str, ParsedGold], mode: str = "auto", *,
+                strict: bool = False) -> Extraction:
+    """The answer of ``completion`` to compare with ``gold``: ``extract``'s (an option
+    letter for a letter gold), or every box of the final run joined when the gold has
+    several values and the completion boxed them one by one."""
+    g = parse_gold(gold)
+    ex = extract(completion if isinstance(completion, str) else str(completion), mode,
+                 choice=g.mcq is not None, strict=strict)
+    if ex.group is not None and several(g):
+        return Extraction(ex.group, ex.source, ex.reason)
+    return ex
+
+
+def several(g: Answer) -> bool:
+    """True when the gold is several values: a list, set, tuple or interval of two or
+    more (also as an assignment's value: ``(x, y) = (1, 2)``), not a matrix."""
+    a = g.value if g.rel == "assign" and g.value is not None else g
+    return a.shape is not None and a.shape.kind != "matrix" and len(a.items) >= 2
+
+
 def match(pred: str, gold: Union[str, ParsedGold], timeout_s: float = DEFAULT_TIMEOUT_S) -> MatchResult:
     """Compare an extracted answer with the gold; never raises for odd input.
     Raises ``PoolError`` only if the symbolic worker pool cannot start."""
@@ -107,7 +128,8 @@ def fast_match(pred: str, gold: Union[str, ParsedGold]) -> tuple[Optional[MatchR
     the raw strings and prepares them itself)."""
     try:
         g = parse_gold(gold)
-        if not g.reason and not too_complex(pred) and canonical(pred) == g.norm:
+        if (not g.reason and len(pred) <= MAX_ANSWER_CHARS and not too_complex(pred)
+                and canonical(pred) == g.norm and not malformed(g.norm)):
             return MatchResult(True, "string", "equal"), None      # no need to take pred apart
         p = prepare(pred)
         r = decide(p, g)

@@ -4,13 +4,16 @@ Two answers whose canonical strings are equal are equal. The rules only remove
 notation that never changes a value: display commands (``\\dfrac``, ``\\left``),
 spacing (``\\,`` ``\\!`` ``~``), thousands separators (``{,}``, ``1,000``), wrappers
 (``\\text{}``, ``\\mathrm{}``, ``$``), degree signs, dollar signs and trailing unit
-words. A percent sign is kept as a trailing ``%`` so the number tier can apply its
-policy (see ``numbers.py``).
+words. A percent sign (or the word: ``50 percent``) is kept as a trailing ``%`` so the
+number tier can apply its policy (see ``numbers.py``). Python's notation (``2**10``,
+``sqrt(2)``, ``pi``) is written in LaTeX first (``notation.py``).
 """
 
 from __future__ import annotations
 
 import re
+
+from .notation import percent_word, python_notation
 
 # Commands whose argument is the answer itself (\text{north} is north).
 _WRAPPERS = ("text", "textbf", "textit", "textrm", "textsf", "texttt", "textup", "textnormal",
@@ -122,6 +125,8 @@ def normalize(answer: str) -> str:
     Each family of rules runs only when its trigger character is present: most
     answers are plain numbers, and this runs twice for every completion."""
     s = answer.strip()
+    if "**" in s or "sqrt" in s or "pi" in s:
+        s = python_notation(s)
     if "\\" in s:
         s = _latex_rules(s)
     elif "~" in s:
@@ -146,7 +151,7 @@ def normalize(answer: str) -> str:
     if "/" in s:
         s = _MIXED_SPACE_RE.sub(r"\1\\frac{\2}{\3}", s)
     if _LETTER_RE.search(s):
-        s = s.strip()
+        s = percent_word(s.strip())
         spaced = _SPACE_RE.search(s) is not None
         if spaced:            # a unit or word tail follows whitespace
             s = strip_units(s)

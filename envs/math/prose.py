@@ -10,6 +10,9 @@ Helpers of ``extract.py``; like it, nothing here parses mathematics.
   its last "is"/"="/"est"/..., else its first math segment or first number.
 * A *choice* is the option letter of a multiple-choice answer ("D. it can't be A or
   B" chose D; "... therefore I think it's B" chose B).
+* *Code* (``print(4)``, ``__import__('os').system('ls') or 4``) is not an answer, and
+  neither is the number it ends in: ``looks_like_code`` keeps such text out of the
+  bare and last-number readings, which have no answer marker to rely on.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ _TEXT_ARG_RE = re.compile(r"\\(?:text|textbf|mathrm|mbox|operatorname|textit|mat
 _BEGIN_END_RE = re.compile(r"\\(?:begin|end)\s*\{[A-Za-z*]+\}")
 _MATH_WORDS = {"and", "or", "sqrt", "frac", "pmatrix", "bmatrix", "matrix", "infty", "sin", "cos", "tan",
                "cot", "sec", "csc", "log", "exp", "mod", "bmod", "pmod", "gcd", "lcm", "max", "min", "lim",
-               "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "deg", "det", "dfrac", "tfrac"}
+               "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "deg", "det", "dfrac", "tfrac",
+               "percent", "percentage", "pct", "per", "cent"}      # 50 percent is a value (notation.percent_word)
 # An escaped \$ is a dollar sign, not a delimiter.
 _MATH_SEGMENT_RE = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]",
                               re.S)
@@ -45,6 +49,20 @@ OPTION_RE = re.compile(r"\s*\(?([A-J])\)?[.:)]?\s+[A-Z][^\n]*(?:\n.*)?", re.S)
 _LEAD_CHOICE_RE = re.compile(r"^\s*\(?([A-J])\)?(?:[.:)\]。，,:\s]|(?=[^\x00-\x7f])|$)")
 # A capital letter standing alone, or any letter in parentheses: "D", "(D)", "(c)".
 _CHOICE_RE = re.compile(r"\(([A-Ja-j])\)|(?<![A-Za-z'])([A-J])(?![A-Za-z'])")
+
+
+# Signs of program text that math prose does not have: a code fence, a dunder name, an
+# import or def, a lambda, a call of a Python builtin or of a dotted name written the way
+# code writes it (no space before the parenthesis), an augmented assignment.
+_CODE_RE = re.compile(
+    r"```|__[A-Za-z]\w*__|^\s*(?:import\s+\w|from\s+[\w.]+\s+import\b|def\s+\w+\s*\()|\blambda\b[^:\n]{0,40}:"
+    r"|\b(?:print|exec|eval|open|input|exit|quit|compile|getattr|setattr|globals|locals|breakpoint)\("
+    r"|(?<![\\\w.])[A-Za-z_]\w*\.[A-Za-z_]\w*\(|\w\s*(?:\+=|-=|\*=|//=)", re.MULTILINE)
+
+
+def looks_like_code(text: str) -> bool:
+    """True when ``text`` reads as program code rather than an answer or math prose."""
+    return _CODE_RE.search(text) is not None
 
 
 def cut_turn(text: str) -> str:
@@ -149,3 +167,71 @@ def first_choice(statement: str) -> Optional[str]:
     """The first option letter of a final statement ("for sure D, it can't be A")."""
     m = _CHOICE_RE.search(statement)
     return (m.group(1) or m.group(2)).upper() if m else None
+
+
+# --- numbers in prose ------------------------------------------------------------
+
+# A minus sign counts only where it cannot be subtraction ("3-5" ends in 5, not -5).
+NUMBER_RE = re.compile(r"(?:(?<![\w)\]}])-)?\d+(?:,\d{3})*(?:\.\d+)?(?:/\d+)?(?:,\d{1,2}(?![\d,]))?")
+# 2,74 / 0,111 / 1000,99: a decimal comma; 1,2 and 7,425,000 are not.
+DECIMAL_COMMA_RE = re.compile(r"[-+]?(?:0,\d{2,}|\d+,\d{2}|\d{4,},\d+)")
+
+
+def decimal_comma(s: str) -> str:
+    """``2,74`` / ``0,111`` / ``1000,99`` in plain text are decimals (1,2 stays a list);
+    callers pass only text that was not inside math delimiters."""
+    return s.replace(",", ".") if DECIMAL_COMMA_RE.fullmatch(s) else s
+
+
+def _blank_broken_inline(text: str) -> str:
+    """``text`` with every inline formula that spans a line break ($..$, \\(..\\)) blanked
+    out, same length. One linear pass: a regex for this backtracks quadratically."""
+    if "\n" not in text or ("$" not in text and "\\(" not in text):
+        return text
+    out = list(text)
+    i, n = 0, len(text)
+    while i < n:
+        if text.startswith("$$", i):
+            close = text.find("$$", i + 2)
+            i = n if close < 0 else close + 2           # display math may span lines
+            continue
+        if text[i] == "$" and (i == 0 or text[i - 1] != "\\"):
+            close, end = _inline_close(text, i + 1, "$"), 1
+        elif text.startswith("\\(", i):
+            close, end = text.find("\\)", i + 2), 2
+        else:
+            i += 1
+            continue
+        if close < 0:
+            return "".join(out)
+        if "\n" in text[i:close]:
+            out[i:close + end] = " " * (close + end - i)
+        i = close + end
+    return "".join(out)
+
+
+def _inline_close(text: str, start: int, mark: str) -> int:
+    """Index of the next unescaped ``mark`` from ``start``, or -1."""
+    j = text.find(mark, start)
+    while j > 0 and text[j - 1] == "\\":
+        j = text.find(mark, j + 1)
+    return j
+
+
+def last_number_at(text: str) -> Optional[tuple[str, int]]:
+    """(the last number written in ``text``, the index where it ends), or None."""
+    # Look at a growing tail so a long trace is not scanned when the end has a number.
+    # Inline math broken across lines ("$ \n 9 \n $") is not read (Math-Verify's rule too).
+    text = _blank_broken_inline(text)
+    size = 512
+    while True:
+        tail = text[-size:]
+        found = None
+        for found in NUMBER_RE.finditer(tail):
+            pass
+        if found is not None and (size >= len(text) or found.start() > 64):
+            end = len(text) - len(tail) + found.end()
+            return decimal_comma(found.group(0).rstrip(".")), end
+        if size >= len(text):
+            return None
+        size *= 4

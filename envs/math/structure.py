@@ -164,7 +164,7 @@ def _matrix(body: str) -> Optional[Shape]:
 
 
 def split_relation(s: str) -> Optional[Relation]:
-    """The top-level relation of ``s``: x = 3 (assign), 2x + 4y = 3 (equation),
+    """The top-level relation of ``s``: x = 3 and 3 = x (assign), 2x + 4y = 3 (equation),
     x > 3 or 1 < x \\leq 2 (inequality). A chain a = b = c keeps a and c."""
     if not ("=" in s or "<" in s or ">" in s or "\\" in s):
         return None
@@ -199,6 +199,8 @@ def split_relation(s: str) -> Optional[Relation]:
         return None
     if is_variable(lhs):
         return Relation("assign", lhs, rhs)
+    if len(eq_at) == 1 and is_variable(rhs):
+        return Relation("assign", rhs, lhs)        # 2 = x names x's value, as x = 2 does
     return Relation("equation", lhs, rhs)
 
 

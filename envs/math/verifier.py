@@ -13,8 +13,8 @@ from typing import Optional, Sequence
 
 from ..core.types import Task, Verdict
 from ..core.verifier import Verifier, _check_lengths, all_verdicts, exact_verdict
-from .extract import MODES, Extraction, extract
-from .matcher import DEFAULT_TIMEOUT_S, MatchResult, fast_match, match_many, parse_gold
+from .extract import MODES, Extraction
+from .matcher import DEFAULT_TIMEOUT_S, MatchResult, extract_for, fast_match, match_many, parse_gold
 from .pool import PoolError
 
 
@@ -22,18 +22,20 @@ class MathVerifier(Verifier):
     """Judges a completion's final answer against ``task.answer``.
 
     ``extract``: extraction mode (auto | boxed | tags | answer_is | last_number);
+    ``strict``: only an answer in that mode's format, ending the completion, counts
+    (auto: a box, ``<answer>`` tags or a final ``Answer:`` line; see ``strict.py``);
     ``timeout_s``: deadline of one symbolic comparison in a worker process.
     """
 
     name = "correct"
 
-    def __init__(self, *, timeout_s: float = DEFAULT_TIMEOUT_S, extract: str = "auto") -> None:
-        if extract not in MODES:
-            raise ValueError(f"unknown extraction mode {extract!r}: use one of {', '.join(MODES)}")
+    def __init__(self, *, timeout_s: float = DEFAULT_TIMEOUT_S, extract: str = "auto", strict: bool = False) -> None:
+        _check_options(extract, strict)
         if not timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
         self.timeout_s = float(timeout_s)
         self.extract_mode = extract
+        self.strict = strict
 
     def verify(self, task: Task, completion: str) -> Verdict:
         return self.verify_batch([task], [completion])[0]
@@ -51,8 +53,7 @@ class MathVerifier(Verifier):
             if task.answer not in golds:
                 golds[task.answer] = parse_gold(task.answer)   # once per group, not per completion
             gold = golds[task.answer]
-            ex = extract(completion if isinstance(completion, str) else str(completion), self.extract_mode,
-                         choice=gold.mcq is not None)
+            ex = extract_for(completion, gold, self.extract_mode, strict=self.strict)
             extractions.append(ex)
             if ex.answer is None:
                 verdicts.append(_verdict(MatchResult(False, "guard", ex.reason or "no_answer"), ex))
@@ -86,22 +87,32 @@ def _verdict(r: MatchResult, ex: Extraction) -> Verdict:
                                         "tier": r.tier, "reason": r.reason})
 
 
-def verify(completion: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, extract: str = "auto") -> bool:
-    """True when the final answer in ``completion`` equals ``gold``. Never raises for
-    any completion; raises ``PoolError`` if the symbolic worker pool cannot start and
-    ``MatchError`` if the matcher itself failed (a bug: not a judgement of the answer;
-    ``MathVerifier`` reports it as an ``infra_error`` verdict instead)."""
-    from .extract import extract as _extract
-
+def verify(completion: str, gold: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, extract: str = "auto",
+           strict: bool = False) -> bool:
+    """True when the final answer in ``completion`` equals ``gold`` (``extract``,
+    ``strict``: as ``MathVerifier``'s). Never raises for any completion; raises
+    ``ValueError`` for an unknown mode, ``PoolError`` if the symbolic worker pool cannot
+    start and ``MatchError`` if the matcher itself failed (a bug: not a judgement of
+    the answer; ``MathVerifier`` reports it as an ``infra_error`` verdict instead)."""
+    _check_options(extract, strict)
     g = parse_gold(gold)
-    ex = _extract(completion if isinstance(completion, str) else str(completion), extract,
-                  choice=g.mcq is not None)
+    ex = extract_for(completion, g, extract, strict=strict)
     if ex.answer is None:
         return False
     r = match_many([ex.answer], [g], timeout_s)[0]
     if r.tier == "error":
         raise MatchError(f"the math matcher failed on {ex.answer!r} vs {gold!r}: {r.reason}")
     return r.equal
+
+
+def _check_options(extract: str, strict: bool) -> None:
+    if extract not in MODES:
+        raise ValueError(f"unknown extraction mode extract={extract!r}: use one of {', '.join(MODES)}")
+    if not isinstance(strict, bool):
+        raise ValueError(f"strict must be True or False, got {strict!r}")
+    if strict and extract == "last_number":
+        raise ValueError("strict=True needs an answer format: set extract to auto, boxed, tags or answer_is "
+                         "('last_number' has no format to check)")
 
 
 class MatchError(RuntimeError):
