@@ -2,21 +2,27 @@
 
     .venv/bin/python bench/math_peer_suites.py                       # run on the vendored cases
     .venv/bin/python bench/math_peer_suites.py --regenerate \\
-        math-verify=PATH nemo-skills=PATH areal=PATH hendrycks-math=PATH lighteval=PATH
+        math-verify=PATH nemo-skills=PATH areal=PATH hendrycks-math=PATH lighteval=PATH \\
+        rllm=PATH trl=PATH skyrl=PATH
     .venv/bin/python bench/math_peer_suites.py --json /tmp/peer.json --show-wrong
 
 The cases (``bench/peer_suites/<suite>.jsonl``, each suite's licence beside it) are the
 labelled (prediction, gold, expected) rows of Math-Verify's ``tests/``, NeMo-Skills'
 ``tests/test_math_equal.py``, AReaL's ``tests/test_math_verify_reward.py``,
-hendrycks/math's ``modeling/math_equivalence_test.py`` and lighteval's
-``tests/unit/metrics/test_extractive_match.py``, read out of those files by
-``peer_suites/extract_cases.py`` with the prediction exactly as each test passes it.
+hendrycks/math's ``modeling/math_equivalence_test.py``, lighteval's
+``tests/unit/metrics/test_extractive_match.py``, and (round 3) rllm's
+``tests/rewards/test_math_reward.py``, TRL's ``tests/test_rewards.py`` and SkyRL's
+``skyrl-gym/tests/test_aime.py``, read out of those files by ``peer_suites/extract_cases.py``
+(and ``extract_round3.py``) with the prediction exactly as each test passes it.
 
-Both verifiers are called as a new user calls them, with defaults:
-Proctor ``verify(pred, gold)`` in this process (its worker pool started first, not
-timed); Math-Verify ``verify(parse(gold), parse(pred))`` in the main thread of a
-watchdog worker process (killed after ``--mv-watchdog`` s), timed inside the worker.
-A verifier that raises or hangs scores the case wrong and is counted.
+Both verifiers are called as a new user calls them: Proctor ``verify(pred, gold)`` in
+this process (its worker pool started first, not timed), with defaults except where the
+peer's own grader pays only for one answer format (``PEER_FORMAT``: Proctor's
+``extract``/``strict`` options set to that format; the defaults' figures are printed
+too); Math-Verify ``verify(parse(gold), parse(pred))`` with defaults (it has no format
+option) in the main thread of a watchdog worker process (killed after ``--mv-watchdog``
+s), timed inside the worker. A verifier that raises or hangs scores the case wrong and
+is counted.
 """
 
 from __future__ import annotations
@@ -56,6 +62,20 @@ DISPUTED: dict[tuple[str, str], str] = {
         "Proctor's own labelled set counts them equal (bench/math_cases.jsonl, kind interval)",
     ("4, 10, -2", "10, 4, -2"): "hendrycks compares strings, so order counts; Proctor reads a bare list as a set",
     ("4, .1, 2", "0.1, 4, 2"): "hendrycks compares strings, so order counts; Proctor reads a bare list as a set",
+
+
+    ("Answer: \\boxed{0.5}", "\\frac{1}{2}"):
+        "labelled wrong, but 0.5 = 1/2: SkyRL's aime reward compares normalized strings (its test pins that "
+        "0.5 does not match the string \\frac{1}{2}); Math-Verify counts them equal too",
+}
+
+# Peers whose grader pays only for one answer format: Proctor is run with the options a
+# user who wants that reward sets (the same rows with Proctor's defaults are reported too).
+PEER_FORMAT: dict[str, tuple[str, bool, str]] = {
+    "rllm": ("boxed", True, "rllm's RewardMathFn scores a completion without a boxed answer as a format "
+                            "error (0), whatever it states"),
+    "skyrl": ("auto", True, "SkyRL's aime reward reads a box or an 'Answer:' line at the end of the turn "
+                            "(end-of-turn tokens dropped) and nothing after it"),
 }
 
 
@@ -94,15 +114,18 @@ def load(suite: str) -> list[dict]:
     return rows
 
 
-def run_proctor(cases: list[dict], timeout_s: float) -> tuple[list[bool], list[float], list[str]]:
-    from proctor.envs.math import extract, match, parse_gold
+def run_proctor(cases: list[dict], timeout_s: float, mode: str = "auto",
+                strict: bool = False) -> tuple[list[bool], list[float], list[str]]:
+    """Proctor on each case as ``verify(pred, gold, extract=mode, strict=strict)`` does it,
+    keeping the reason: (verdicts, seconds, reasons)."""
+    from proctor.envs.math import extract_for, match, parse_gold
 
     verdicts, times, why = [], [], []
     for c in cases:
         t0 = time.perf_counter()
-        try:        # what ``verify(pred, gold)`` does, keeping the reason for --show-wrong
+        try:
             gold = parse_gold(c["gold"])
-            ex = extract(c["pred"], choice=gold.mcq is not None)
+            ex = extract_for(c["pred"], gold, mode, strict=strict)
             r = match(ex.answer, gold, timeout_s) if ex.answer is not None else None
             ok, reason = bool(r and r.equal), (f"{r.tier}:{r.reason}" if r else f"extract:{ex.reason}")
             reason += f" [{ex.answer!r}]"
@@ -174,6 +197,7 @@ def main() -> None:
         shutdown_pool()
     print_table(rows)
     print_disputed(dump)
+    print_summary(dump)
     print(f"\nproctor raised: {rows[-1][1]['raised']}, over its deadline: {over}; math-verify raised: "
           f"{rows[-1][2]['raised']}, killed by the {args.mv_watchdog:.0f} s watchdog: {rows[-1][2]['hung']}")
     if args.json:
@@ -181,14 +205,18 @@ def main() -> None:
 
 
 def run_suites(suites: list[str], runner, timeout_s: float, show_wrong: bool) -> tuple[list, dict, int]:
-    """(table rows with an "all" row last, per-case results by suite, Proctor runs over deadline)."""
-    rows, dump = [], {}
+    """(table rows with an "all" row last, per-case results by suite, Proctor runs over deadline).
+    ``dump["_defaults"]`` holds Proctor's scores with defaults on the ``PEER_FORMAT`` suites."""
+    rows, dump, defaults = [], {}, {}
     all_cases: list[dict] = []
     all_a: tuple[list, list, list] = ([], [], [])
     all_b: tuple[list, list, list] = ([], [], [])
     for suite in suites:
         cases = load(suite)
-        a = run_proctor(cases, timeout_s)
+        mode, strict, _ = PEER_FORMAT.get(suite, ("auto", False, ""))
+        a = run_proctor(cases, timeout_s, mode, strict)
+        if suite in PEER_FORMAT:
+            defaults[suite] = score(cases, *run_proctor(cases, timeout_s))
         b = run_mv(runner, cases) if runner else ([False] * len(cases), [0.0] * len(cases), [""] * len(cases))
         rows.append((suite, score(cases, *a), score(cases, *b)))
         all_cases += cases
@@ -199,17 +227,37 @@ def run_suites(suites: list[str], runner, timeout_s: float, show_wrong: bool) ->
                         "math_verify_ms": 1000 * tb, "mv_error": eb}
                        for c, va, ta, wa, vb, tb, eb in zip(cases, *a, *b)]
         if show_wrong:
-            for c, v, why, mv in zip(cases, a[0], a[2], b[0]):
-                if v != c["expected"]:
-                    print(f"  [{suite}] expected={c['expected']} mv={mv} {why}\n     gold={c['gold']!r}\n"
-                          f"     pred={c['pred'][-300:]!r}", file=sys.stderr)
+            _show_wrong(suite, cases, a, b)
     rows.append(("all", score(all_cases, *all_a), score(all_cases, *all_b)))
+    dump["_defaults"] = defaults
     return rows, dump, sum(t > timeout_s + 0.5 for t in all_a[1])
+
+
+def _show_wrong(suite: str, cases: list[dict], a: tuple, b: tuple) -> None:
+    for c, v, why, mv in zip(cases, a[0], a[2], b[0]):
+        if v != c["expected"]:
+            print(f"  [{suite}] expected={c['expected']} mv={mv} {why}\n     gold={c['gold']!r}\n"
+                  f"     pred={c['pred'][-300:]!r}", file=sys.stderr)
+
+
+def print_summary(dump: dict) -> None:
+    """Proctor's defaults on the format suites, and both verifiers on the undisputed rows."""
+    for suite, d in dump["_defaults"].items():
+        print(f"\n{suite}: Proctor configured as the peer's grader ({PEER_FORMAT[suite][0]}, strict): "
+              f"see the table; with defaults: {100 * d['accuracy']:.1f}%, {d['fp']} FP, {d['fn']} FN "
+              f"({PEER_FORMAT[suite][2]})")
+    rows = [c for suite, cs in dump.items() if not suite.startswith("_") for c in cs
+            if (c["pred"], c["gold"]) not in DISPUTED]
+    for name, key in (("proctor", "proctor"), ("math-verify", "math_verify")):
+        right = sum(c[key] == c["expected"] for c in rows)
+        fp = sum(c[key] and not c["expected"] for c in rows)
+        print(f"{'undisputed rows' if name == 'proctor' else '               '} ({len(rows)}): {name} "
+              f"{100 * right / max(1, len(rows)):.1f}% right, {fp} false positives")
 
 
 def print_disputed(dump: dict) -> None:
     disputed = [(suite, c["expected"], DISPUTED[(c["pred"], c["gold"])]) for suite, cs in dump.items()
-                for c in cs if (c["pred"], c["gold"]) in DISPUTED and c["proctor"] != c["expected"]]
+                if not suite.startswith("_") for c in cs if (c["pred"], c["gold"]) in DISPUTED and c["proctor"] != c["expected"]]
     if disputed:
         print("\nrows scored against Proctor on purpose (labels kept as the peers wrote them):")
         for suite, expected, why in disputed:

@@ -6,6 +6,9 @@ The prediction is kept exactly as the test passes it (no boxing, no stripping).
 
     .venv/bin/python bench/math_peer_suites.py --regenerate math-verify=/path/to/Math-Verify ...
 
+Most peers pass literals straight to a grader call; the ones added in round 3 (rllm,
+TRL, SkyRL) have readers of their own in ``extract_round3.py``.
+
 A source path is a checkout or a bare git directory (read with ``git show HEAD:``).
 Rows whose label depends on a non-default option of the peer's grader (strict=False,
 allow_set_relation_comp=True) or whose arguments are not literals are skipped and
@@ -30,6 +33,10 @@ SUITES: dict[str, tuple[str, tuple[str, ...], str]] = {
     "areal": ("inclusionAI/AReaL", ("tests/test_math_verify_reward.py",), "LICENSE"),
     "hendrycks-math": ("hendrycks/math", ("modeling/math_equivalence_test.py",), "LICENSE"),
     "lighteval": ("huggingface/lighteval", ("tests/unit/metrics/test_extractive_match.py",), "LICENSE"),
+    # round 3 (issue 25): read by extract_round3.py
+    "rllm": ("rllm-org/rllm", ("tests/rewards/test_math_reward.py",), "LICENSE"),
+    "trl": ("huggingface/trl", ("tests/test_rewards.py",), "LICENSE"),
+    "skyrl": ("NovaSky-AI/SkyRL", ("skyrl-gym/tests/test_aime.py",), "LICENSE"),
 }
 # Options of the peers' graders that change what a row means; a row using them is skipped.
 _NON_DEFAULT = {"strict": False, "allow_set_relation_comp": True}
@@ -80,6 +87,8 @@ def literal(node: ast.AST, env: Optional[dict[str, Any]] = None) -> Any:
         return node.value
     if isinstance(node, (ast.Tuple, ast.List)):
         return [literal(e, env) for e in node.elts]
+    if isinstance(node, ast.Dict) and all(k is not None for k in node.keys):
+        return {literal(k, env): literal(v, env) for k, v in zip(node.keys, node.values)}
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         v = literal(node.operand, env)
         return -v if isinstance(node.op, ast.USub) else v
@@ -296,7 +305,10 @@ def extract_suite(suite: str, source: Source) -> tuple[list[Case], int]:
     skipped = 0
     for rel in files:
         tree = ast.parse(source.read(rel).expandtabs(8))
-        extractors: tuple[Callable[..., tuple[list[Case], int]], ...] = (cases_from_parametrize, cases_from_asserts)
+        from extract_round3 import CUSTOM     # peers whose tests need a reader of their own
+
+        extractors: tuple[Callable[..., tuple[list[Case], int]], ...] = (
+            (CUSTOM[suite],) if suite in CUSTOM else (cases_from_parametrize, cases_from_asserts))
         for extractor in extractors:
             got, bad = extractor(suite, rel, tree)
             cases += got
