@@ -1,5 +1,6 @@
 """``strict=True`` (issue 25): the answer must be in the configured format and end the
-completion; chat-template tokens, trailing text and an unclosed ``<think>`` are rejected.
+turn (which ends at a complete end-of-turn token); trailing text, broken template tokens
+and an unclosed ``<think>`` are rejected.
 The default stays lenient. Per call (``verify``, ``extract``), per verifier
 (``MathVerifier``) and per env (``proctor/Math-v0``)."""
 
@@ -17,7 +18,8 @@ values = st.integers(-10**6, 10**6)
 REASONING = ["", "Let me compute. 2 + 2 = 4, so ", "<think>draft \\boxed{0}</think>\n"]
 CLOSERS = ["", ".", " ", "$", "$.", "\\]", "\n", "**"]
 TRAILERS = [" I hope it is correct.", "\nLet me know if you need more.", " and that is all", "\n\nAnswer: 0"]
-DEBRIS = ["<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>", "<|im_start|>user\nnext", "<｜end▁of▁sentence｜>"]
+END_TOKENS = ["<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>", "<|im_start|>", "<｜end▁of▁sentence｜>"]
+BROKEN_TOKENS = ["im_end|>", "|eot_id|>", "<|im_end", "<|eot_id", "</s", "endoftext|>"]
 
 
 def formats(v: int) -> dict[str, list[str]]:
@@ -55,15 +57,25 @@ def test_strict_rejects_trailing_text_that_lenient_accepts(v, trailer):
 
 
 @SETTINGS
-@given(values, st.sampled_from(DEBRIS), st.booleans())
-def test_strict_rejects_chat_template_debris(v, token, before):
+@given(values, st.sampled_from(END_TOKENS), st.sampled_from(["", "\nuser: next question \\boxed{0}"]))
+def test_the_turn_ends_at_a_complete_end_of_turn_token(v, token, after):
     for mode, answers in formats(v).items():
         for answer in answers:
-            text = token + answer if before else answer + token
+            text = "<|im_start|>" + answer + token + after
+            assert verify(text, str(v), extract=mode, strict=True), (mode, text)
+
+
+@SETTINGS
+@given(values, st.sampled_from(BROKEN_TOKENS))
+def test_strict_rejects_chat_template_debris(v, debris):
+    for mode, answers in formats(v).items():
+        for answer in answers:
+            text = answer + debris                   # a broken token is trailing text
             assert not verify(text, str(v), extract=mode, strict=True), (mode, text)
-            assert extract(text, mode, strict=True).reason == "format"
-    # lenient reads up to the end-of-turn token
-    assert verify(f"\\boxed{{{v}}}<|im_end|>", str(v))
+            assert extract(text, mode, strict=True).answer != str(v)
+            text = "Work <|fim_middle|> more. " + answer     # a special token inside the turn
+            assert not verify(text, str(v), extract=mode, strict=True), (mode, text)
+    assert verify(f"\\boxed{{{v}}}im_end|>", str(v))                 # lenient reads the box all the same
 
 
 @SETTINGS

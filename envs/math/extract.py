@@ -43,7 +43,7 @@ from .bignum import big_number
 from .normalize import scan_group
 from .prose import (bare, choice, cut_turn, decimal_comma, first_choice, last_math_segment, last_number_at,
                     looks_like_code, statement_value)
-from .strict import answer_line, chat_debris, ends_text, tag_content_ok
+from .strict import answer_line, chat_debris, ends_text, model_turn, tag_content_ok
 
 MODES = ("auto", "boxed", "tags", "answer_is", "last_number")
 MAX_ANSWER_CHARS = 1000   # longer "answers" are garbage or attacks: too_complex
@@ -64,6 +64,7 @@ _ANSWER_IS_RE = re.compile(
     r"r[ée]ponse\s*(?:est\b|:)|antwort\s*(?:ist\b|:)|respuesta\s*(?:es\b|:)|risposta\s*(?:è\b|:)|"
     r"ответ\s*(?:[:：]|—|-)?)\s*\**\s*[:：]?\s*(?:is\b\s*:?)?\s*",
     re.IGNORECASE)
+_DIGITS_RE = re.compile(r"\d+")
 _SENTENCE_END_RE = re.compile(r"\.(?=\s|$)|\n|。")
 
 
@@ -99,7 +100,8 @@ def extract(completion: str, mode: str = "auto", *, choice: bool = False, strict
         # a draft, not the model's final answer.
         return Extraction(None, "none", "unclosed_think")
     if strict:
-        return Extraction(None, "none", "format") if chat_debris(text) else _capped(_strict(text, mode))
+        turn = model_turn(text)
+        return Extraction(None, "none", "format") if chat_debris(turn) else _capped(_strict(turn, mode))
     text = cut_turn(text)
     if mode != "auto":
         steps = {"boxed": _boxed, "tags": _tags, "answer_is": _answer_is, "last_number": _last_number}
@@ -148,8 +150,11 @@ def _strict(text: str, mode: str) -> Extraction:
                 return found
     if mode in ("auto", "answer_is"):
         value = answer_line(text)
-        boxed = _boxed(value) if value else None
-        cleaned = boxed.answer if boxed is not None else _clean(decimal_comma(value)) if value else None
+        boxed = _boxed_at(value) if value else None
+        if boxed is not None:           # Answer: \boxed{5}: the box must end the line too
+            cleaned = boxed[0].answer if ends_text(value, boxed[1]) else None
+        else:
+            cleaned = _clean(decimal_comma(value)) if value else None
         if cleaned:
             return Extraction(cleaned, "answer_is")
     return Extraction(None, "none", "format")
@@ -371,7 +376,12 @@ def _markers_last_first(tail: str) -> Iterator[re.Match]:
 
 
 def _statement_after(text: str, pos: int) -> Optional[str]:
+    """The final statement that starts at ``pos``: to its sentence end or closing math
+    delimiter, within 2,000 characters (a run of digits may go on: a long number)."""
     rest = text[pos:pos + 2 * MAX_ANSWER_CHARS]
+    if len(rest) == 2 * MAX_ANSWER_CHARS and rest[-1].isdigit():
+        more = _DIGITS_RE.match(text, pos + len(rest))
+        rest += more.group(0) if more else ""
     for open_, close in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
         if rest.startswith(open_):
             end = rest.find(close, len(open_))

@@ -3,11 +3,12 @@
 Some reward functions pay only for an answer written in one format, at the end: a box
 (DAPO's strict box, SkyRL), ``<answer>`` tags (R1-style templates), or a final
 ``Answer: X`` line (Minerva, lm-eval). With ``strict=True`` the answer must be in the
-mode's format (auto: any of the three) and end the completion; only closing math
-delimiters, ``**`` and a full stop may follow it. A chat-template token anywhere in
-the completion (``<|im_end|>``, ``</s>``, ``<|eot_id|>``, ...: the model wrote past
-the end of its turn, or the caller did not strip the template) and a ``<think>``
-that never closes are rejected. The reason of a rejection is "format".
+mode's format (auto: any of the three) and end the model's turn: only closing math
+delimiters, ``**`` and a full stop may follow it. The turn ends at its first complete
+end-of-turn token (``<|im_end|>``, ``</s>``, ``<|eot_id|>``, ...), as a chat template
+ends it; template tokens it starts with are dropped. Anything else is rejected with the
+reason "format": trailing text, a broken token (``im_end|>``, ``<|eot_id``), another
+special token inside the turn, a ``<think>`` that never closes.
 
 These helpers only test strings; ``extract._strict`` applies them to the boxes and
 tags it finds.
@@ -19,19 +20,31 @@ import re
 from typing import Optional, Pattern
 
 from .normalize import scan_group
-from .prose import END_OF_TURN, bare
+from .prose import bare, cut_turn
 
 # <|im_end|>, <|endoftext|>, <｜end▁of▁sentence｜>, </s>, <eos>, <end_of_turn>: any special
 # token a chat template or tokenizer writes, not just the end-of-turn ones.
 _CHAT_TOKEN_RE = re.compile(r"<\|[^|<>\n]{1,40}\|>|<｜[^｜<>\n]{1,40}｜>|</?s>|<eos>|<pad>|<(?:start|end)_of_turn>")
+_LEADING_TOKEN_RE = re.compile(r"\s*(?:" + _CHAT_TOKEN_RE.pattern + r")")
 # What may follow the answer: space, closing $ / \] / \), markdown bold, a full stop.
 _TAIL_RE = re.compile(r"(?:\s|\$|\\\]|\\\)|\*\*|\.|。)*")
 _ANSWER_LINE_RE = re.compile(r"(?:\*\*)?(?:final\s+)?answer\s*(?:\*\*)?\s*[:：]\s*(.+?)|#{4}\s*(.+?)", re.IGNORECASE)
 
 
+def model_turn(text: str) -> str:
+    """``text`` up to its first complete end-of-turn token, without the template
+    tokens it starts with (``<|im_start|>``)."""
+    turn = cut_turn(text)
+    while True:
+        m = _LEADING_TOKEN_RE.match(turn)
+        if m is None:
+            return turn
+        turn = turn[m.end():]
+
+
 def chat_debris(text: str) -> bool:
-    """True when ``text`` holds a chat-template or tokenizer special token."""
-    return any(tok in text for tok in END_OF_TURN) or _CHAT_TOKEN_RE.search(text) is not None
+    """True when ``text`` (a model turn) holds a chat-template or tokenizer special token."""
+    return _CHAT_TOKEN_RE.search(text) is not None
 
 
 def ends_text(text: str, end: int) -> bool:
