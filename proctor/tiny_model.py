@@ -70,6 +70,37 @@ CHATML_TEMPLATE = (
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}"
 )
 
+# The tool-using tiny model's template ("tiny-tools:STEPS"): ChatML as above when no tools are given
+# (the same text, token for token); with tools, a one-line system turn names them, an assistant turn's
+# structured tool_calls are written as Hermes <tool_call> blocks, tool results are "tool" turns.
+TOOLS_CHAT_TEMPLATE = (
+    "{%- if tools %}"
+    "{{- '<|im_start|>system\n' }}"
+    "{%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] + '\n' }}{%- endif %}"
+    "{{- 'Tools: ' }}"
+    "{%- for tool in tools %}{{- (tool.function or tool).name }}{%- if not loop.last %}{{- ', ' }}{%- endif %}"
+    "{%- endfor %}"
+    "{{- '<|im_end|>\n' }}"
+    "{%- elif messages[0]['role'] == 'system' %}"
+    "{{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{%- if message['role'] == 'system' and loop.first %}"
+    "{%- elif message['role'] == 'assistant' and message.tool_calls %}"
+    "{{- '<|im_start|>assistant\n' + (message['content'] or '') }}"
+    "{%- for call in message.tool_calls %}"
+    "{%- set f = call.function or call %}"
+    "{{- '<tool_call>\n{\"name\": \"' + f.name + '\", \"arguments\": ' }}"
+    "{{- (f.arguments if f.arguments is string else f.arguments | tojson) + '}\n</tool_call>' }}"
+    "{%- endfor %}"
+    "{{- '<|im_end|>\n' }}"
+    "{%- else %}"
+    "{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}"
+)
+
 SYSTEM_PROMPT = "You are a helpful assistant."
 QUESTION_FORMS = (
     "What is {a} {op} {b}?",

@@ -30,9 +30,11 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Literal, Optional, Sequence
 
 from proctor.envs import EnvSuite, SuiteItem, Verdict
+from proctor.envs.core.verifier import all_verdicts
 
 from .config import GRPOConfig
-from .rollout import Generator, SamplingParams
+from .rollout import Generator, Rollout, SamplingParams
+from .rollout.tool_turns import SampleFn, ToolTurns, tool_episodes, tool_metrics
 
 TokenizeFn = Callable[[SuiteItem], list[int]]
 Judged = Optional[bool]   # a completion's verdict: correct, wrong, or None (not judged: infra error)
@@ -106,10 +108,12 @@ def is_due(step: int, every: int, max_steps: int) -> bool:
 
 
 def evaluate(generator: Generator, tokenize: TokenizeFn, suite: EnvSuite, items: Sequence[SuiteItem],
-             settings: EvalSettings, share: Share = Share()) -> dict[str, float]:
+             settings: EvalSettings, share: Share = Share(), tools: Optional[ToolTurns] = None) -> dict[str, float]:
     """The eval_* values of ``items`` under the generator's current weights: overall and per env
     (``eval_<env>_greedy_pass_rate``, ``eval_<env>_pass@k``), the number of prompts, the time and
-    the tokens generated (``tokens_eval``: every process's; ``tokens_eval_process``: this one's)."""
+    the tokens generated (``tokens_eval``: every process's; ``tokens_eval_process``: this one's).
+    Tool envs' episodes are played out with their tools (``tools``), greedy or sampled as the
+    first reply was; their counts are ``eval_greedy_tool_*`` columns."""
     if not items:
         raise ValueError("evaluate: no eval items; the eval suite's envs hold no tasks")
     t0 = time.perf_counter()
@@ -118,19 +122,26 @@ def evaluate(generator: Generator, tokenize: TokenizeFn, suite: EnvSuite, items:
     own = [items[i] for i in mine]
     padded = [prompts[i] for i in mine] + [prompts[mine[0] if mine else 0]] * (width - len(mine))
     s = settings.sampling
-    local: dict[str, Any] = {"greedy": [], "sampled": [], "tokens": 0}
+    local: dict[str, Any] = {"greedy": [], "sampled": [], "tokens": 0, "tools": []}
     if settings.greedy:
         greedy = generator.greedy_rollouts(padded, s.max_new_tokens, stop=s.stop,
                                            repetition_penalty=s.repetition_penalty)
-        local["tokens"] += sum(sum(r.learned()) for r in greedy)
-        verdicts = suite.score_batch(own, [r.text for r in greedy[:len(own)]])
+        greedy_sample = lambda ps: generator.greedy_rollouts(ps, s.max_new_tokens, stop=s.stop,  # noqa: E731
+                                                             repetition_penalty=s.repetition_penalty)
+        finals, verdicts = _judge(suite, tools, own, greedy[:len(own)], greedy_sample)
+        local["tokens"] += sum(sum(r.learned()) for r in finals + greedy[len(own):])
         local["greedy"] = [(item.env, _judged(v)) for item, v in zip(own, verdicts)]
+        local["tools"] = tool_episodes(finals, verdicts)
     if settings.k:
         groups = generator.generate(padded, replace(s, n=max(settings.k)))
-        local["tokens"] += sum(sum(r.learned()) for group in groups for r in group)
+        local["tokens"] += sum(sum(r.learned()) for group in groups[len(own):] for r in group)
         groups = groups[:len(own)]
         flat_items = [item for item, group in zip(own, groups) for _ in group]
-        verdicts = iter(suite.score_batch(flat_items, [r.text for group in groups for r in group]))
+        one = replace(s, n=1)
+        finals, flat = _judge(suite, tools, flat_items, [r for group in groups for r in group],
+                              lambda ps: [g[0] for g in generator.generate(ps, one)])
+        local["tokens"] += sum(sum(r.learned()) for r in finals)
+        verdicts = iter(flat)
         local["sampled"] = [(item.env, [_judged(next(verdicts)) for _ in group]) for item, group in zip(own, groups)]
     every = share.gather(local)
     greedy_all = [x for part in every for x in part["greedy"]]
@@ -140,12 +151,32 @@ def evaluate(generator: Generator, tokenize: TokenizeFn, suite: EnvSuite, items:
         out.update(_greedy_values(envs, greedy_all))
     if settings.k:
         out.update(_pass_at_k_values(envs, sampled_all, settings.k))
+    out.update(tool_metrics([x for part in every for x in part["tools"]], prefix="eval_greedy_"))
     out["eval_infra"] = float(sum(j is None for _, j in greedy_all)
                               + sum(j is None for _, group in sampled_all for j in group))
     out["tokens_eval"] = sum(part["tokens"] for part in every)   # generated here: the token ledger's eval fate
     out["tokens_eval_process"] = local["tokens"]
     out["eval_time_s"] = time.perf_counter() - t0
     return out
+
+
+def _judge(suite: EnvSuite, tools: Optional[ToolTurns], items: Sequence[SuiteItem], rollouts: list[Rollout],
+           sample: SampleFn) -> tuple[list[Rollout], list[Verdict]]:
+    """(the rollouts with tool episodes played out, the verdicts): tool envs' items through ``tools``,
+    the others scored as they are."""
+    if tools is None or not any(tools.covers(item) for item in items):
+        return rollouts, suite.score_batch(items, [r.text for r in rollouts])
+    rollouts = list(rollouts)
+    out: list[Optional[Verdict]] = [None] * len(items)
+    idx = [i for i, item in enumerate(items) if tools.covers(item)]
+    rest = [i for i in range(len(items)) if i not in set(idx)]
+    played, verdicts, _ = tools.run([items[i] for i in idx], [rollouts[i] for i in idx], sample)
+    for i, r, v in zip(idx, played, verdicts):
+        rollouts[i], out[i] = r, v
+    if rest:
+        for i, v in zip(rest, suite.score_batch([items[i] for i in rest], [rollouts[i].text for i in rest])):
+            out[i] = v
+    return rollouts, all_verdicts(out, "evaluate")
 
 
 def _judged(v: Verdict) -> Judged:

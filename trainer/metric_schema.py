@@ -61,6 +61,22 @@ METRICS: tuple[Metric, ...] = (
     _m("prompts_truncated", "sum", "prompts", "prompts cut to data.max_prompt_length"),
     _m("prompts_dropped", "sum", "prompts", "prompts over the limit, replaced"),
     _m("turns_max", "max", "turns", "the most turns an episode ran"),
+    # tool envs' episodes (rollout/tool_turns.py): only when the suite has a tool env
+    _m("tool_episodes", "sum", "episodes", "episodes of tool envs"),
+    _m("tool_calls_per_episode", "mean", "calls", "tool calls per episode, errors included"),
+    _m("tool_errors_per_episode", "mean", "calls", "calls that were answered with an error, per episode"),
+    _m("tool_error_frac", "mean", "fraction", "share of tool calls answered with an error"),
+    _m("tool_errors_*", "sum", "calls", "tool errors of one kind (malformed, unknown_tool, bad_arguments, limit, "
+       "error, timeout)"),
+    _m("tool_time_s", "sum", "s", "seconds spent in tools, every episode's summed"),
+    _m("tool_time_per_call_s", "mean", "s", "seconds per tool call"),
+    _m("tool_use_frac", "mean", "fraction", "episodes that made at least one tool call"),
+    _m("tool_infra_errors", "sum", "episodes", "episodes ended by a tool's infrastructure failure (not judged)"),
+    _m("turns_mean", "mean", "turns", "model replies per episode of a tool env"),
+    _m("reward_with_tools", "mean", "reward", "mean reward of judged episodes that called a tool"),
+    _m("reward_without_tools", "mean", "reward", "mean reward of judged episodes that did not"),
+    _m("pass_rate_with_tools", "mean", "fraction", "pass rate of judged episodes that called a tool"),
+    _m("pass_rate_without_tools", "mean", "fraction", "pass rate of judged episodes that did not"),
     # the update
     _m("loss", "mean", "loss", "the policy loss"),
     _m("grad_norm", "max", "norm", "gradient norm before clipping (the all-reduced gradient's)"),

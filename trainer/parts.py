@@ -16,12 +16,14 @@ import torch
 
 from proctor.envs import EnvSuite, SuiteItem
 from proctor.envs.core.difficulty import check_knob
+from proctor.envs.tools import is_tool_env
 
 from .config import GRPOConfig, flat_view
 from .evaluation import EvalSettings, Share, eval_items, evaluate
 from .learn.learner import Trainable
 from .metrics import MetricsLog, read_metrics
 from .rollout.multiturn import continue_turns
+from .rollout.tool_turns import ToolTurns
 from .select.passrate import PassRateMemory
 from .learn.placement import prepare_policy, process_group_kwargs
 from .select.probe import AnswerProbe, answer_reference
@@ -85,11 +87,13 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
                           build_probe(cfg, suite, learner_model, tokenizer, prompt_ids))
     more_turns = (functools.partial(continue_turns, suite, generator, tokenizer, sampling,
                                     chat_template_kwargs=template)
-                  if any(env.max_turns > 1 for env in suite.envs.values()) else None)
+                  if any(env.max_turns > 1 and not is_tool_env(env) for env in suite.envs.values()) else None)
+    tool_turns = tool_turns_of(suite, tokenizer, template)
     # a dropped prompt's replacement is not probed: one probe pass per step keeps processes in step
     limit = PromptLimit(cfg.data.max_prompt_length, cfg.data.prompt_overflow,
                         functools.partial(drawer.draw, probe=False))
-    runner = RolloutRunner(generator, prompt_ids, suite.score_batch, sampling, r.generation_batch_size, r.overlap_scoring, more_turns, limit)
+    runner = RolloutRunner(generator, prompt_ids, suite.score_batch, sampling, r.generation_batch_size,
+                           r.overlap_scoring, more_turns, limit, tool_turns)
     if cfg.log.report_to:   # trackers take scalars only: nested values (the env suite) go in as JSON text
         accelerator.init_trackers(f"proctor-{algorithm}", config={
             k: v if isinstance(v, (int, float, str, bool)) else json.dumps(v) for k, v in flat_view(cfg).items()})
@@ -103,6 +107,14 @@ def build_parts(cfg: GRPOConfig, suite: EnvSuite, model: Any, tokenizer: Any,
 def max_turns(suite: EnvSuite) -> int:
     """The most turns an episode of ``suite`` runs (1 when every env is single-turn)."""
     return max((env.max_turns for env in suite.envs.values()), default=1)
+
+
+def tool_turns_of(suite: EnvSuite, tokenizer: Any, chat_template_kwargs: Optional[Mapping[str, Any]]
+                  ) -> Optional[ToolTurns]:
+    """The tool episodes of ``suite``'s tool envs (None when it has none)."""
+    if not any(is_tool_env(env) for env in suite.envs.values()):
+        return None
+    return ToolTurns(suite, tokenizer, chat_template_kwargs)
 
 
 def selection_rules(cfg: GRPOConfig) -> SelectionRules:
@@ -157,12 +169,14 @@ def build_frontier(cfg: GRPOConfig, suite: EnvSuite, rules: SelectionRules) -> O
 def tokenize(suite: EnvSuite, tokenizer: Any, item: SuiteItem,
              chat_template_kwargs: Optional[Mapping[str, Any]] = None) -> list[int]:
     """The prompt's token ids: plain text as is, chat messages through the chat template
-    (given ``chat_template_kwargs``, e.g. ``enable_thinking``)."""
+    (given ``chat_template_kwargs``, e.g. ``enable_thinking``, and a tool env's tools)."""
     prompt = suite.prompt_of(item)
     if isinstance(prompt, str):
         return tokenizer(prompt, add_special_tokens=True)["input_ids"]
+    env = suite.envs[item.env]
+    tools = {"tools": env.tool_schemas()} if is_tool_env(env) else {}   # the template renders a tool env's tools
     ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True,
-                                        **dict(chat_template_kwargs or {}))
+                                        **dict(chat_template_kwargs or {}), **tools)
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 def _evaluator(cfg: GRPOConfig, eval_suite: Optional[EnvSuite], generator: Generator, tokenizer: Any,
@@ -177,7 +191,8 @@ def _evaluator(cfg: GRPOConfig, eval_suite: Optional[EnvSuite], generator: Gener
     prompt_ids = functools.partial(tokenize, eval_suite, tokenizer, chat_template_kwargs=cfg.data.chat_template_kwargs)
     share = Share(accelerator.process_index, accelerator.num_processes, gather_each)
     run = functools.partial(evaluate, generator, prompt_ids, eval_suite, eval_items(eval_suite),
-                            EvalSettings.from_config(cfg, sampling), share)
+                            EvalSettings.from_config(cfg, sampling), share,
+                            tool_turns_of(eval_suite, tokenizer, cfg.data.chat_template_kwargs))
     return functools.partial(own_random_stream, run, cfg.seed + EVAL_SEED_OFFSET)
 
 EVAL_SEED_OFFSET = 1_000_003
@@ -203,4 +218,4 @@ def own_random_stream(fn: Callable[[], dict[str, float]], seed: int) -> dict[str
 
 
 __all__ = ["EVAL_SEED_OFFSET", "RunParts", "build_frontier", "build_parts", "build_probe", "gather_each", "max_turns",
-           "own_random_stream", "selection_rules", "tokenize"]
+           "own_random_stream", "selection_rules", "tokenize", "tool_turns_of"]

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import random
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Literal, Optional, Sequence
 
 import numpy as np
 
 from proctor.envs import SuiteItem, Verdict
 from proctor.envs.core.splits import question_key
+from proctor.envs.core.verifier import all_verdicts
 
 from .metrics import Stopwatch
 from .select.passrate import PassRateMemory
@@ -25,6 +26,7 @@ from .select.probe_selection import PassRateProbe, ProbeSelection
 from .records import Scored
 from .select.frontier import Frontier, SelectionRules, prior_from
 from .rollout import Generator, Rollout, SamplingParams
+from .rollout.tool_turns import ToolTurns
 
 ScoreFn = Callable[[list[SuiteItem], list[str]], list[Verdict]]
 # (items, rollouts, verdicts, score) → (rollouts, verdicts, turns): later turns of multi-turn envs
@@ -264,8 +266,10 @@ class RolloutRunner:
 
     def __init__(self, generator: Generator, tokenize: Callable[[SuiteItem], list[int]], score: ScoreFn,
                  sampling: SamplingParams, chunk_sequences: int, overlap_scoring: bool = True,
-                 more_turns: Optional[MoreTurns] = None, limit: PromptLimit = PromptLimit(None)) -> None:
+                 more_turns: Optional[MoreTurns] = None, limit: PromptLimit = PromptLimit(None),
+                 tool_turns: Optional[ToolTurns] = None) -> None:
         self.limit = limit
+        self.tool_turns = tool_turns
         self.generator = generator
         self.tokenize = tokenize
         self.score = score
@@ -290,25 +294,52 @@ class RolloutRunner:
             pending.append((flat_items, flat, future))
         items_out: list[SuiteItem] = []
         rollouts: list[Rollout] = []
-        verdicts: list[Verdict] = []
+        judged: list[Optional[Verdict]] = []
         with watch.section("score_exposed"):   # scoring time that generation did not hide
             for flat_items, flat, future in pending:
                 items_out += flat_items
                 rollouts += flat
-                verdicts += future.result() if future is not None else self._score(flat_items, flat, watch)
+                judged += future.result() if future is not None else self._score(flat_items, flat, watch)
         turns = 1
+        if self.tool_turns is not None:
+            with watch.section("tool_episodes"):   # tools and the later replies of tool episodes
+                turns = self._tool_episodes(items_out, rollouts, judged)
+        verdicts = all_verdicts(judged, "RolloutRunner")
         if self.more_turns is not None:
             with watch.section("later_turns"):
-                rollouts, verdicts, turns = self.more_turns(items_out, rollouts, verdicts,
-                                                            lambda its, rs: self._score(its, rs, watch))
+                rollouts, verdicts, more = self.more_turns(items_out, rollouts, verdicts,
+                                                           lambda its, rs: self._score(its, rs, watch))
+                turns = max(turns, more)
         return Scored(items_out, rollouts, verdicts, turns, prompts_truncated=truncated, prompts_dropped=dropped)
 
-    def _score(self, items: list[SuiteItem], rollouts: list[Rollout], watch: Stopwatch) -> list[Verdict]:
+    def _score(self, items: list[SuiteItem], rollouts: list[Rollout], watch: Stopwatch) -> list[Optional[Verdict]]:
+        """The verdicts of the completions that end their episode here; None for tool episodes'
+        first replies (``_tool_episodes`` plays those out and judges their final replies)."""
+        idx = [i for i, item in enumerate(items) if self.tool_turns is None or not self.tool_turns.covers(item)]
+        out: list[Optional[Verdict]] = [None] * len(items)
+        if not idx:
+            return out
         with watch.section("score"):
-            verdicts = self.score(items, [r.text for r in rollouts])
-        if len(verdicts) != len(rollouts):   # a short list would shift every later reward
-            raise RuntimeError(f"scoring returned {len(verdicts)} verdicts for {len(rollouts)} completions")
-        return verdicts
+            verdicts = self.score([items[i] for i in idx], [rollouts[i].text for i in idx])
+        if len(verdicts) != len(idx):   # a short list would shift every later reward
+            raise RuntimeError(f"scoring returned {len(verdicts)} verdicts for {len(idx)} completions")
+        for i, v in zip(idx, verdicts):
+            out[i] = v
+        return out
+
+    def _tool_episodes(self, items: list[SuiteItem], rollouts: list[Rollout], judged: list[Optional[Verdict]]) -> int:
+        """Tool episodes played out in place (``rollout.tool_turns``); returns the most replies one had."""
+        assert self.tool_turns is not None
+        idx = [i for i, item in enumerate(items) if self.tool_turns.covers(item)]
+        if not idx:
+            return 1
+        one = replace(self.sampling, n=1)
+        episodes, verdicts, turns = self.tool_turns.run(
+            [items[i] for i in idx], [rollouts[i] for i in idx],
+            lambda prompts: [group[0] for group in self.generator.generate(prompts, one)])
+        for i, r, v in zip(idx, episodes, verdicts):
+            rollouts[i], judged[i] = r, v
+        return turns
 
     def close(self) -> None:
         self.scorer.shutdown(wait=True)

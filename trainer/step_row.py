@@ -10,6 +10,7 @@ from proctor.envs import EnvSuite
 
 from .metric_schema import Metric, metric_of, reduce_values
 from .records import Ledger, Scored, StepValues
+from .rollout.tool_turns import tool_episodes, tool_metrics
 
 LEARN_KEYS = ("sampler_logp_diff_mean", "sampler_logp_diff_max", "sampler_ratio_min", "sampler_ratio_mean",
               "sampler_ratio_max", "is_weight_mean", "is_truncated_frac", "is_masked_frac")
@@ -105,6 +106,7 @@ def step_row(v: StepValues) -> dict[str, Any]:
         row.update(staleness_mean=sum(v.lags) / len(v.lags), staleness_max=max(v.lags))
     if v.sync_bytes is not None:
         row["sync_mib"] = v.sync_bytes / 2**20
+    row.update(tool_metrics(tool_episodes(drawn.rollouts, drawn.verdicts)))   # tool envs' episodes, if any
     for env, rep in EnvSuite.report(v.scored.items, v.scored.verdicts).items():
         row[f"env_{env}_reward"] = rep["reward_mean"]
         row[f"env_{env}_pass_rate"] = rep["pass_rate"]

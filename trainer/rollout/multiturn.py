@@ -99,13 +99,16 @@ class ChatTurns:
                 "must be tokenized with the same template and chat_template_kwargs as the feedback turns")
         return Conversation([dict(m) for m in messages], context)
 
-    def feedback_ids(self, conversation: Conversation, completion_ids: Sequence[int], feedback: Message) -> list[int]:
+    def feedback_ids(self, conversation: Conversation, completion_ids: Sequence[int],
+                     feedback: Message | Sequence[Message]) -> list[int]:
         """The ids that follow ``completion_ids`` (the latest reply, as sampled) up to where the
-        next reply begins: the end of the assistant turn, the ``feedback`` turn and the
-        generation prompt, as the template renders them. Advances ``conversation``."""
+        next reply begins: the end of the assistant turn, the ``feedback`` turn (or the ``tool``
+        messages that answer the reply's calls) and the generation prompt, as the template
+        renders them. Advances ``conversation``."""
         number = conversation.replies + 1
         reply = REPLY_PLACEHOLDER.format(number)
-        messages = conversation.messages + [{"role": "assistant", "content": reply}, dict(feedback)]
+        following = [dict(feedback)] if isinstance(feedback, Mapping) else [dict(m) for m in feedback]
+        messages = conversation.messages + [{"role": "assistant", "content": reply}, *following]
         text = self.render(messages)
         if text.count(reply) != 1:
             raise TemplateSplitError(
