@@ -34,6 +34,8 @@ from pathlib import Path
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Optional, Sequence
 
+from .tiny_tools import TOOLS_CHAT_TEMPLATE, tool_pairs
+
 if TYPE_CHECKING:  # heavy imports stay lazy so that `proctor --help` and cache look-ups are fast
     from tokenizers import Tokenizer
 
@@ -66,37 +68,6 @@ QWEN2_SPLIT_REGEX = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\
 CHATML_TEMPLATE = (
     "{%- for message in messages %}"
     "{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}"
-)
-
-# The tool-using tiny model's template ("tiny-tools:STEPS"): ChatML as above when no tools are given
-# (the same text, token for token); with tools, a one-line system turn names them, an assistant turn's
-# structured tool_calls are written as Hermes <tool_call> blocks, tool results are "tool" turns.
-TOOLS_CHAT_TEMPLATE = (
-    "{%- if tools %}"
-    "{{- '<|im_start|>system\n' }}"
-    "{%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] + '\n' }}{%- endif %}"
-    "{{- 'Tools: ' }}"
-    "{%- for tool in tools %}{{- (tool.function or tool).name }}{%- if not loop.last %}{{- ', ' }}{%- endif %}"
-    "{%- endfor %}"
-    "{{- '<|im_end|>\n' }}"
-    "{%- elif messages[0]['role'] == 'system' %}"
-    "{{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}"
-    "{%- endif %}"
-    "{%- for message in messages %}"
-    "{%- if message['role'] == 'system' and loop.first %}"
-    "{%- elif message['role'] == 'assistant' and message.tool_calls %}"
-    "{{- '<|im_start|>assistant\n' + (message['content'] or '') }}"
-    "{%- for call in message.tool_calls %}"
-    "{%- set f = call.function or call %}"
-    "{{- '<tool_call>\n{\"name\": \"' + f.name + '\", \"arguments\": ' }}"
-    "{{- (f.arguments if f.arguments is string else f.arguments | tojson) + '}\n</tool_call>' }}"
-    "{%- endfor %}"
-    "{{- '<|im_end|>\n' }}"
-    "{%- else %}"
-    "{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
-    "{%- endif %}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}"
 )
@@ -138,13 +109,15 @@ def _chatml_prompt(question: str, system: bool) -> str:
     return f"{head}<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
 
 
-def synthetic_corpus(seed: int = 0, n_pairs: int = QA_PAIRS,
-                     heldout_fraction: float = HELDOUT_FRACTION) -> list[tuple[str, str]]:
+def synthetic_corpus(seed: int = 0, n_pairs: int = QA_PAIRS, heldout_fraction: float = HELDOUT_FRACTION,
+                     tool_examples: bool = False) -> list[tuple[str, str]]:
     """``(prompt, reply)`` pairs: ChatML arithmetic Q/A, then plain-text lines with an empty prompt.
 
     The reply of a Q/A pair is the answer followed by ``<|im_end|>``, so a model
     trained on it learns to stop after the number. No question is in the arithmetic
     envs' eval partition at ``eval_fraction <= heldout_fraction`` (0: keep every question).
+    ``tool_examples``: tool episodes follow (``proctor.tiny_tools``); without them the corpus is the
+    same as before they existed.
     """
     from proctor.envs.procedural.arithmetic import in_eval_split
 
@@ -157,6 +130,8 @@ def synthetic_corpus(seed: int = 0, n_pairs: int = QA_PAIRS,
         question, answer = _qa_pair(rng, held_out)
         pairs.append((_chatml_prompt(question, system=rng.random() < 0.2), f"{answer}{EOS_TOKEN}\n"))
     pairs.extend(("", line) for line in PLAIN_TEXT)
+    if tool_examples:
+        pairs.extend(tool_pairs(seed, heldout_fraction, EOS_TOKEN))
     return pairs
 
 
@@ -188,7 +163,7 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int) -> "Tokenizer":
     return tok
 
 
-def _save_tokenizer(tok: "Tokenizer", out_dir: Path) -> Any:
+def _save_tokenizer(tok: "Tokenizer", out_dir: Path, template: str = CHATML_TEMPLATE) -> Any:
     from transformers import PreTrainedTokenizerFast
 
     hf_tok = PreTrainedTokenizerFast(
@@ -199,7 +174,7 @@ def _save_tokenizer(tok: "Tokenizer", out_dir: Path) -> Any:
         model_max_length=MAX_POSITIONS,
         padding_side="left",       # decoder-only generation pads on the left
     )
-    hf_tok.chat_template = CHATML_TEMPLATE
+    hf_tok.chat_template = template
     hf_tok.save_pretrained(out_dir)
     # transformers 5 writes `TokenizersBackend`, which transformers 4.x cannot resolve;
     # the tokenizer.json is the same either way.
@@ -305,7 +280,7 @@ def _all_cores(torch: Any) -> Iterator[None]:
 def make_tiny_model(out_dir: str | os.PathLike[str], *, arch: Arch = "qwen2", seed: int = 0,
                     pretrain_steps: int = 0, vocab_size: int = 2048, hidden: int = 256, layers: int = 4,
                     heads: int = 8, kv_heads: int = 4, tie_embeddings: bool = True,
-                    heldout_fraction: float = HELDOUT_FRACTION,
+                    heldout_fraction: float = HELDOUT_FRACTION, tool_examples: bool = False,
                     progress: Optional[ProgressFn] = None, overwrite: bool = False) -> Path:
     """Build a tiny model + tokenizer into ``out_dir`` and return its path.
 
@@ -314,7 +289,9 @@ def make_tiny_model(out_dir: str | os.PathLike[str], *, arch: Arch = "qwen2", se
     rounded up to a multiple of 64. ``pretrain_steps`` > 0 trains that many steps
     (batch 32) so the model answers with a number and ``<|im_end|>``; 0 leaves
     random weights that emit junk. ``heldout_fraction``: the arithmetic questions held out
-    of the corpus (see :func:`synthetic_corpus`). The same arguments give the same files.
+    of the corpus (see :func:`synthetic_corpus`). ``tool_examples``: the corpus also holds tool
+    episodes and the chat template renders tools (``proctor.tiny_tools``; "tiny-tools:STEPS").
+    The same arguments give the same files.
     """
     _check_shape(arch, vocab_size, hidden, layers, heads, kv_heads)
     if pretrain_steps < 0:
@@ -330,9 +307,9 @@ def make_tiny_model(out_dir: str | os.PathLike[str], *, arch: Arch = "qwen2", se
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig
 
-    pairs = synthetic_corpus(seed, heldout_fraction=heldout_fraction)
+    pairs = synthetic_corpus(seed, heldout_fraction=heldout_fraction, tool_examples=tool_examples)
     tok = train_tokenizer([p + r for p, r in pairs], vocab_size)
-    _save_tokenizer(tok, out)
+    _save_tokenizer(tok, out, TOOLS_CHAT_TEMPLATE if tool_examples else CHATML_TEMPLATE)
     eos_id, pad_id = tok.token_to_id(EOS_TOKEN), tok.token_to_id(PAD_TOKEN)
     model_vocab = _round_up(tok.get_vocab_size(), VOCAB_MULTIPLE)
 
@@ -351,7 +328,7 @@ def make_tiny_model(out_dir: str | os.PathLike[str], *, arch: Arch = "qwen2", se
             "tokenizer_vocab": tok.get_vocab_size(), "model_vocab": model_vocab, "hidden": hidden,
             "layers": layers, "heads": heads, "kv_heads": kv_heads, "head_dim": HEAD_DIM,
             "tie_embeddings": tie_embeddings, "heldout_fraction": heldout_fraction, "final_loss": loss,
-            "parameters": sum(p.numel() for p in model.parameters())}
+            "parameters": sum(p.numel() for p in model.parameters()), **({"tool_examples": True} if tool_examples else {})}
     (out / BUILD_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     return out
 
@@ -403,28 +380,44 @@ def count_parameters(model_dir: str | os.PathLike[str]) -> int:
 
 
 # ---------------------------------------------------------------------------- cache
+# Arguments added after RECIPE_VERSION 4: in the cache key only when not at their default, so the
+# models built before them keep their keys (and their files: a default build is unchanged).
+KEYED_WHEN_SET: dict[str, Any] = {"tool_examples": False}
+
 # Taken once: the cache key is the recipe's arguments with their defaults filled in.
 _BUILD_SIGNATURE = inspect.signature(make_tiny_model)
 
 def resolve_model_path(model: str) -> str:
     """A path or hub id as given; "tiny" / "tiny:STEPS" become the offline tiny model's directory
     (built once, then cached: torch is imported only for the build)."""
-    if model == "tiny" or model.startswith("tiny:"):
-        # 800 pretraining steps (~4 min once, then cached): enough for GRPO to sharpen.
-        steps = int(model.split(":", 1)[1]) if ":" in model else 800
+    kw = tiny_spec(model)
+    if kw is not None:
         with build_progress() as show:   # a bar with an ETA while it builds; nothing when cached
-            return str(tiny_model_path(pretrain_steps=steps, progress=show))
+            return str(tiny_model_path(progress=show, **kw))
     return model
+
+
+def tiny_spec(model: str) -> Optional[dict[str, Any]]:
+    """``make_tiny_model``'s arguments for "tiny" / "tiny:STEPS" (800 steps by default, ~4 min once,
+    then cached: enough for GRPO to sharpen) and "tiny-tools[:STEPS]" (with tool episodes); None for
+    any other name (a path or hub id)."""
+    name, _, steps = model.partition(":")
+    if name not in ("tiny", "tiny-tools"):
+        return None
+    if steps and not steps.isdigit():
+        raise ValueError(f"model {model!r}: the tiny model's spec is {name}:STEPS with STEPS a whole number")
+    kw: dict[str, Any] = {"pretrain_steps": int(steps) if steps else 800}
+    return {**kw, "tool_examples": True} if name == "tiny-tools" else kw
 
 
 def resolve_model_config(model: str) -> str:
     """Like :func:`resolve_model_path`, for what needs only the model's ``config.json`` (the planner):
     a tiny model not built yet is not built (minutes, and torch); its config is written alone,
     from the same tokenizer and shape the build would use, in ``<cache>/tiny-config-<hash>``."""
-    if not (model == "tiny" or model.startswith("tiny:")):
+    kw = tiny_spec(model)
+    if kw is None:
         return model
-    steps = int(model.split(":", 1)[1]) if ":" in model else 800
-    built = _cache_entry(None, {"pretrain_steps": steps})
+    built = _cache_entry(None, kw)
     if (built / "config.json").exists():
         return str(built)
     final = built.with_name(built.name.replace("tiny-model-", "tiny-config-"))
@@ -432,7 +425,7 @@ def resolve_model_config(model: str) -> str:
         final.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
         try:   # written aside, then moved in: a reader never sees half a config
-            _tiny_config(_build_args({"pretrain_steps": steps})).save_pretrained(tmp)
+            _tiny_config(_build_args(kw)).save_pretrained(tmp)
             os.replace(tmp / "config.json", final / "config.json")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -442,7 +435,8 @@ def resolve_model_config(model: str) -> str:
 def _tiny_config(args: dict[str, Any]) -> Any:
     """The model config :func:`make_tiny_model` would build with ``args``, without torch."""
     _check_shape(args["arch"], args["vocab_size"], args["hidden"], args["layers"], args["heads"], args["kv_heads"])
-    pairs = synthetic_corpus(args["seed"], heldout_fraction=args["heldout_fraction"])
+    pairs = synthetic_corpus(args["seed"], heldout_fraction=args["heldout_fraction"],
+                             tool_examples=args["tool_examples"])
     tok = train_tokenizer([p + r for p, r in pairs], args["vocab_size"])
     config = _model_config(args["arch"], _round_up(tok.get_vocab_size(), VOCAB_MULTIPLE), args["hidden"],
                            args["layers"], args["heads"], args["kv_heads"], args["tie_embeddings"],
@@ -464,6 +458,9 @@ def _build_args(kw: dict[str, Any]) -> dict[str, Any]:
 def _cache_entry(cache_dir: str | os.PathLike[str] | None, kw: dict[str, Any]) -> Path:
     """``<cache>/tiny-model-<hash of the recipe and the arguments>``."""
     args = _build_args(kw)
+    for name, default in KEYED_WHEN_SET.items():
+        if args.get(name) == default:
+            del args[name]
     digest = hashlib.sha256(json.dumps({"recipe": RECIPE_VERSION, **args}, sort_keys=True).encode()).hexdigest()
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     return root / f"tiny-model-{digest[:16]}"
