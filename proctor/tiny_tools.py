@@ -2,10 +2,10 @@
 
 ``make_tiny_model(tool_examples=True)`` adds these episodes to the pretraining corpus: for
 procedural questions a program answers at once and a 3M-parameter model cannot ("What is 482 *
-37?", ``proctor.envs.tools.math_env``), either a ``python`` tool call with the expression, then
-the tool's result copied as the answer (two pairs: the call, then the answer after the result),
-or a direct answer without the tool (``direct_share`` of them: the model can rarely get those
-right). The pretrained model therefore calls the tool on some questions and guesses on the
+37?", ``proctor.envs.tools.math_env``), the first reply is either a ``python`` tool call with the
+expression or, for ``direct_share`` of them, a direct answer without the tool (the model can
+rarely get those right); every question also teaches the second reply, the tool's result copied
+as the answer after the call. The pretrained model therefore calls the tool on some questions and guesses on the
 rest: tool use succeeds from the start, and GRPO has room to make it the habit. Questions the
 envs hold out (``heldout_fraction``, as for arithmetic) are never in it.
 """
@@ -46,7 +46,7 @@ TOOLS_CHAT_TEMPLATE = (
 )
 
 
-TOOL_EPISODES = 4000       # tool questions in the corpus
+TOOL_EPISODES = 6000       # tool questions in the corpus
 DIRECT_SHARE = 0.7         # ... answered without the tool (a guess)
 TOOL_SEED_OFFSET = 7919    # the corpus's questions are drawn apart from the env's own seeds
 
@@ -75,11 +75,10 @@ def tool_pairs(seed: int, heldout_fraction: float, eos: str, n: int = TOOL_EPISO
             continue
         questions += 1
         prompt, answer = tools_prompt(str(task.prompt)), str(task.answer)
-        if rng.random() < direct_share:
-            pairs.append((prompt, f"{answer}{eos}\n"))
-            continue
         reply = call("python", {"code": task.data["expression"]}) + eos
-        pairs.append((prompt, reply + "\n"))
+        direct = rng.random() < direct_share
+        pairs.append((prompt, f"{answer}{eos}\n" if direct else reply + "\n"))
+        # what to do with a result is taught on every question; whether to call, on 1 - direct_share
         pairs.append((prompt + reply + f"\n<|im_start|>tool\n{answer}{eos}\n<|im_start|>assistant\n",
                       f"{answer}{eos}\n"))
     return pairs

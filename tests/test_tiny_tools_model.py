@@ -63,7 +63,8 @@ def test_corpus_tool_episodes_are_the_templates_rendering(tok):
     tools = [PythonTool().schema()]
     pairs = tool_pairs(0, HELDOUT_FRACTION, EOS_TOKEN, n=50)
     calls = [i for i, (_, reply) in enumerate(pairs) if reply.startswith("<tool_call>")]
-    assert calls and len(pairs) == 50 + len(calls)          # a called question has two pairs
+    assert calls and len(pairs) == 2 * 50                   # the first reply, and the answer after a result
+    assert all(pairs[i + 1][0].startswith(pairs[i][0]) for i in range(0, 100, 2))
     i = calls[0]
     (prompt, call), (after, answer) = pairs[i], pairs[i + 1]
     question = prompt.split("<|im_start|>user\n")[1].split(EOS_TOKEN)[0]

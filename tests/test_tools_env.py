@@ -294,3 +294,16 @@ def test_tool_env_passes_both_checkers():
     report = check_env(env())
     assert report.ok, report.problems
     gymnasium_check(env(), skip_render_check=True)
+
+
+def test_the_readme_example_env_passes_the_checker():
+    from pathlib import Path
+
+    from proctor.envs import make_env
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "envs" / "tool_env.py"
+    assert len(path.read_text().splitlines()) < 40
+    env = make_env(f"{path}:make_env")
+    report = check_env(env)
+    assert report.ok and "a tool call comes back as a tool message; a bad one is a counted error" in report.passed
+    env.close()

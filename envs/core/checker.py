@@ -162,6 +162,25 @@ def _difficulty(env: Any, seeds: tuple[int, ...], rollouts: int) -> Optional[str
     return check_knob(env.difficulty, env.source)
 
 
+def _tool_turns(env: Any, seeds: tuple[int, ...], rollouts: int) -> Optional[str]:
+    # A call to a tool that does not exist must come back as a counted error message, never a crash
+    # or the episode's end; the schemas must be OpenAI function schemas the chat template can render.
+    for schema in env.tool_schemas():
+        function = schema.get("function", {}) if isinstance(schema, dict) else {}
+        if schema.get("type") != "function" or not function.get("name") or "parameters" not in function:
+            return f"tool schema {str(schema)[:120]} is not {{'type': 'function', 'function': {{name, parameters}}}}"
+    env.reset(seed=seeds[0])
+    obs, reward, terminated, _, info = env.step(env.parser.format_call("no_such_tool_c0ffee", {}))
+    if terminated:
+        return "a reply with a tool call ended the episode; it must get the tool's message and go on"
+    if not obs or obs[-1].get("role") != "tool" or "no_such_tool_c0ffee" not in obs[-1].get("content", ""):
+        return f"a call to an unknown tool got {str(obs[-1:])[:120]}, not a tool message that names the tool"
+    if info.get("tools", {}).get("errors") != 1:
+        return f"the unknown tool was not counted as one tool error (info['tools'] = {info.get('tools')})"
+    _, _, terminated, _, _ = env.step("I am not sure.")
+    return None if terminated else "an answer without a tool call did not end the episode"
+
+
 def _always(env: Any) -> bool:
     return True
 
@@ -182,6 +201,9 @@ _CHECKS: list[tuple[str, Callable[[Any, tuple[int, ...], int], Optional[str]], s
      lambda env: callable(getattr(env, "reference", None))),
     ("score_batch keeps one verdict per completion", _batch, "return verdicts in the order of the completions",
      lambda env: hasattr(env, "score_batch") and hasattr(env, "sample_tasks")),
+    ("a tool call comes back as a tool message; a bad one is a counted error", _tool_turns,
+     "run calls through ToolEpisode.act (proctor.envs.tools.ToolEnv does)",
+     lambda env: callable(getattr(env, "tool_schemas", None)) and hasattr(env, "parser")),
     ("the difficulty knob places every task, on two levels or more", _difficulty,
      "write a finite number to task.data[knob.key] for every task, with edges inside its range",
      lambda env: isinstance(env, VerifiableEnv) and env.difficulty is not None),
