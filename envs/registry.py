@@ -200,15 +200,17 @@ def make_python_tool_math(tasks: Optional[str] = None, *, split: str = "train", 
                           answer_field: str = "answer", n: int = 2000, seed: int = 0,
                           prompt_template: Optional[str] = None, partition: Optional[str] = None,
                           eval_fraction: float = DEFAULT_EVAL_FRACTION, train_within: float = 1.0,
-                          **kw: Any) -> VerifiableEnv:
+                          shapes: Optional[Sequence[Sequence[Any]]] = None, **kw: Any) -> VerifiableEnv:
     """Math questions with a ``python`` tool (a sandbox session per episode); the answer by the math
-    matcher. ``tasks``: a file or dataset id, else procedural products and sums a program answers."""
-    from .tools.math_env import TOOL_PROMPT, ToolArithmeticSource, python_tool_math
+    matcher. ``tasks``: a file or dataset id, else procedural products and sums a program answers
+    (``shapes``: [operator, digits, digits] of each kind of question)."""
+    from .tools.math_env import SHAPES, TOOL_PROMPT, ToolArithmeticSource, python_tool_math
 
     if tasks:
         source: TaskSource = _rows(tasks, split, qa_row(prompt_field, answer_field), partition, eval_fraction)
     else:
-        source = ToolArithmeticSource(n, seed, prompt_template or TOOL_PROMPT, partition=partition,
+        kinds = tuple(tuple(s) for s in shapes) if shapes is not None else SHAPES
+        source = ToolArithmeticSource(n, seed, prompt_template or TOOL_PROMPT, kinds, partition=partition,
                                       eval_fraction=eval_fraction, train_within=train_within)
     return python_tool_math(source, **kw)
 

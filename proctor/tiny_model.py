@@ -34,7 +34,7 @@ from pathlib import Path
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Optional, Sequence
 
-from .tiny_tools import TOOLS_CHAT_TEMPLATE, tool_pairs
+from .tiny_tools import TOOL_RECIPE, TOOLS_CHAT_TEMPLATE, tool_pairs
 
 if TYPE_CHECKING:  # heavy imports stay lazy so that `proctor --help` and cache look-ups are fast
     from tokenizers import Tokenizer
@@ -328,7 +328,8 @@ def make_tiny_model(out_dir: str | os.PathLike[str], *, arch: Arch = "qwen2", se
             "tokenizer_vocab": tok.get_vocab_size(), "model_vocab": model_vocab, "hidden": hidden,
             "layers": layers, "heads": heads, "kv_heads": kv_heads, "head_dim": HEAD_DIM,
             "tie_embeddings": tie_embeddings, "heldout_fraction": heldout_fraction, "final_loss": loss,
-            "parameters": sum(p.numel() for p in model.parameters()), **({"tool_examples": True} if tool_examples else {})}
+            "parameters": sum(p.numel() for p in model.parameters())}
+    info.update({"tool_examples": True} if tool_examples else {})   # a default build's file as before
     (out / BUILD_INFO_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     return out
 
@@ -380,8 +381,7 @@ def count_parameters(model_dir: str | os.PathLike[str]) -> int:
 
 
 # ---------------------------------------------------------------------------- cache
-# Arguments added after RECIPE_VERSION 4: in the cache key only when not at their default, so the
-# models built before them keep their keys (and their files: a default build is unchanged).
+# Arguments added after recipe 4: keyed only when not at their default (older builds keep their keys).
 KEYED_WHEN_SET: dict[str, Any] = {"tool_examples": False}
 
 # Taken once: the cache key is the recipe's arguments with their defaults filled in.
@@ -406,8 +406,7 @@ def tiny_spec(model: str) -> Optional[dict[str, Any]]:
         return None
     if steps and not steps.isdigit():
         raise ValueError(f"model {model!r}: the tiny model's spec is {name}:STEPS with STEPS a whole number")
-    kw: dict[str, Any] = {"pretrain_steps": int(steps) if steps else 800}
-    return {**kw, "tool_examples": True} if name == "tiny-tools" else kw
+    return {"pretrain_steps": int(steps) if steps else 800, **({"tool_examples": True} if name != "tiny" else {})}
 
 
 def resolve_model_config(model: str) -> str:
@@ -461,6 +460,8 @@ def _cache_entry(cache_dir: str | os.PathLike[str] | None, kw: dict[str, Any]) -
     for name, default in KEYED_WHEN_SET.items():
         if args.get(name) == default:
             del args[name]
+    if args.get("tool_examples"):
+        args["tool_recipe"] = TOOL_RECIPE   # the tool corpus's own version
     digest = hashlib.sha256(json.dumps({"recipe": RECIPE_VERSION, **args}, sort_keys=True).encode()).hexdigest()
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     return root / f"tiny-model-{digest[:16]}"

@@ -1,8 +1,8 @@
 """The tool-using tiny model ("tiny-tools:STEPS"): its chat template and the tool episodes of its corpus.
 
 ``make_tiny_model(tool_examples=True)`` adds these episodes to the pretraining corpus: for
-procedural questions a program answers at once and a 3M-parameter model cannot ("What is 482 *
-37?", ``proctor.envs.tools.math_env``), the first reply is either a ``python`` tool call with the
+procedural questions a program answers at once and a 3M-parameter model cannot ("What is 47 *
+83?", ``TINY_SHAPES`` of ``proctor.envs.tools.math_env``), the first reply is either a ``python`` tool call with the
 expression or, for ``direct_share`` of them, a direct answer without the tool (the model can
 rarely get those right); every question also teaches the second reply, the tool's result copied
 as the answer after the call. The pretrained model therefore calls the tool on some questions and guesses on the
@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import random
 
-# The tool-using tiny model's template ("tiny-tools:STEPS"): the ChatML of tiny_model.CHATML_TEMPLATE when no tools are given
-# (the same text, token for token); with tools, a one-line system turn names them, an assistant turn's
-# structured tool_calls are written as Hermes <tool_call> blocks, tool results are "tool" turns.
+# The tool-using tiny model's template ("tiny-tools:STEPS"): tiny_model.CHATML_TEMPLATE's ChatML
+# when no tools are given (the same text, token for token); with tools, a one-line system turn
+# names them, an assistant turn's structured tool_calls are written as Hermes <tool_call> blocks,
+# tool results are "tool" turns.
 TOOLS_CHAT_TEMPLATE = (
     "{%- if tools %}"
     "{{- '<|im_start|>system\n' }}"
@@ -46,8 +47,14 @@ TOOLS_CHAT_TEMPLATE = (
 )
 
 
+# Bump when the tool episodes change: tiny-tools models are cached by it (the default model is not).
+# 2: the answer after a result on every question, TINY_SHAPES, half the questions called.
+TOOL_RECIPE = 2
 TOOL_EPISODES = 6000       # tool questions in the corpus
-DIRECT_SHARE = 0.7         # ... answered without the tool (a guess)
+DIRECT_SHARE = 0.5         # ... answered without the tool (a guess)
+# Smaller than PythonToolMath's default: out of the tiny model's arithmetic (operands up to 50, products
+# up to 12 x 12), and results short enough for a 4-layer model to copy (examples/train/python_tool_tiny.yaml).
+TINY_SHAPES: tuple[tuple[str, int, int], ...] = (("*", 2, 2), ("+", 3, 3), ("-", 3, 2))
 TOOL_SEED_OFFSET = 7919    # the corpus's questions are drawn apart from the env's own seeds
 
 
@@ -69,7 +76,7 @@ def tool_pairs(seed: int, heldout_fraction: float, eos: str, n: int = TOOL_EPISO
     pairs: list[tuple[str, str]] = []
     questions = index = 0
     while questions < n:
-        task = tool_arithmetic_task(index, seed + TOOL_SEED_OFFSET)
+        task = tool_arithmetic_task(index, seed + TOOL_SEED_OFFSET, shapes=TINY_SHAPES)
         index += 1
         if heldout_fraction > 0 and in_eval_partition(task.data["question_key"], heldout_fraction):
             continue
@@ -84,4 +91,4 @@ def tool_pairs(seed: int, heldout_fraction: float, eos: str, n: int = TOOL_EPISO
     return pairs
 
 
-__all__ = ["DIRECT_SHARE", "TOOLS_CHAT_TEMPLATE", "TOOL_EPISODES", "tool_pairs", "tools_prompt"]
+__all__ = ["TOOL_RECIPE", "DIRECT_SHARE", "TINY_SHAPES", "TOOLS_CHAT_TEMPLATE", "TOOL_EPISODES", "tool_pairs", "tools_prompt"]

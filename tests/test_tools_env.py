@@ -307,3 +307,19 @@ def test_the_readme_example_env_passes_the_checker():
     report = check_env(env)
     assert report.ok and "a tool call comes back as a tool message; a bad one is a counted error" in report.passed
     env.close()
+
+
+def test_tool_arithmetic_questions_and_their_partitions():
+    from proctor.envs import make_env
+    from proctor.envs.core.splits import question_key
+
+    shapes = [["*", 2, 2], ["+", 3, 3]]
+    train = make_env("proctor/PythonToolMath-v0", n=200, shapes=shapes, partition="train").source
+    held = make_env("proctor/PythonToolMath-v0", n=50, shapes=shapes, partition="eval").source
+    for task in [train[i] for i in range(len(train))] + [held[i] for i in range(len(held))]:
+        a, op, b = task.data["expression"].split()
+        assert op in "*+" and str(eval(task.data["expression"])) == task.answer   # noqa: S307 - our own arithmetic
+        assert len(a) == (2 if op == "*" else 3) and task.prompt == f"What is {task.data['expression']}?"
+    assert not {question_key(train[i]) for i in range(len(train))} & {question_key(held[i]) for i in range(len(held))}
+    with pytest.raises(ValueError, match="each shape is"):
+        make_env("proctor/PythonToolMath-v0", shapes=[["/", 2, 2]])

@@ -143,8 +143,9 @@ class ToolEpisode:
         if len(calls) > runs:   # one message for the rest: a reply cannot fill the context with errors
             self.calls += len(calls) - runs
             self.kinds["limit"] += len(calls) - runs
-            messages.append(tool_message(calls[runs], f"Error: {len(calls) - runs} more tool call(s) in this reply "
-                                         f"were not run: at most {runs} are run per reply", f"call_{self.turns}_{runs}"))
+            note = (f"Error: {len(calls) - runs} more tool call(s) in this reply were not run: at most {runs} are "
+                    "run per reply")
+            messages.append(tool_message(calls[runs], note, f"call_{self.turns}_{runs}"))
         return ToolStep(False, "tool_calls", tuple(messages))
 
     def cut_off(self) -> ToolStep:

@@ -137,7 +137,9 @@ class OpenAIJsonParser:
         obj, error = _loads(body)
         if error:
             looks_like_call = re.match(r'^[\[{]\s*(\{\s*)?"(name|tool_calls|function|type|id)"', body)
-            return ParsedReply("", (ToolCall("", error=error, raw=body),)) if looks_like_call else ParsedReply(text.strip())
+            if not looks_like_call:
+                return ParsedReply(text.strip())
+            return ParsedReply("", (ToolCall("", error=error, raw=body),))
         if isinstance(obj, Mapping) and isinstance(obj.get("tool_calls"), list):
             items = obj["tool_calls"]
             content = obj.get("content") if isinstance(obj.get("content"), str) else ""

@@ -32,15 +32,16 @@ class PythonTool(Tool):
 
     ``sandbox``: a `Sandbox` / `RemoteSandbox` to share (the caller closes it), a function that
     returns one (a verifier's, started when first asked), a mapping of options (``{url: ...,
-    token_file: ...}`` for a service), or None: one is started on first use and ``close`` stops it. ``memory_mb`` / ``budget_s`` / ``output_bytes``: each session's
-    memory, total CPU seconds and per-stream output; the time of one call is the episode's
+    token_file: ...}`` for a service), or None: one is started on first use and ``close`` stops it.
+    ``memory_mb`` / ``budget_s`` / ``output_bytes``: each session's memory, total CPU seconds and
+    per-stream output; the time of one call is the episode's
     ``ToolLimits.timeout_s`` (CPU and wall)."""
 
     name = "python"
     description = ("Run Python code in a persistent interpreter: variables, imports and files are kept between "
                    "calls. Returns what the code prints and the value of its last expression.")
-    parameters = {"type": "object", "properties": {"code": {"type": "string", "description": "The Python code to run."}},
-                  "required": ["code"]}
+    parameters = {"type": "object", "required": ["code"],
+                  "properties": {"code": {"type": "string", "description": "The Python code to run."}}}
 
     def __init__(self, sandbox: Union[JobRunner, Callable[[], JobRunner], Mapping[str, Any], None] = None, *,
                  memory_mb: int = 256,

@@ -114,7 +114,8 @@ class ToolTurns:
                     started[key] = chat.start(self.suite.prompt_of(items[i]), r.prompt_ids)
                 first = started[key]
                 e.conversation = Conversation(list(first.messages), first.context)
-            inserted[i] = chat.feedback_ids(e.conversation, r.completion_ids, e.step.messages)  # type: ignore[union-attr]
+            assert e.step is not None
+            inserted[i] = chat.feedback_ids(e.conversation, r.completion_ids, e.step.messages)
         answers = sample([list(rollouts[i].prompt_ids) + list(rollouts[i].completion_ids) + inserted[i]
                           for i in playing])
         if len(answers) != len(playing):
@@ -138,9 +139,9 @@ class ToolTurns:
             for i, v in zip(idx, verdicts):
                 out[i] = v
         for i, e in enumerate(live):
-            stats = e.episode.stats
+            stats, end = e.episode.stats, e.step.reason if e.step is not None else "answer"
             rollouts[i] = replace(rollouts[i], extra={**rollouts[i].extra, "turns": stats.turns,
-                                                      "tools": {**stats.as_info(), "end": e.step.reason}})  # type: ignore[union-attr]
+                                                      "tools": {**stats.as_info(), "end": end}})
         return out  # type: ignore[return-value]
 
 
@@ -167,7 +168,8 @@ def tool_metrics(eps: Sequence[tuple[Mapping[str, Any], Verdict]], prefix: str =
            "turns_mean": sum(t["turns"] for t, _ in eps) / n,
            "tool_use_frac": sum(t["calls"] > 0 for t, _ in eps) / n,
            "tool_infra_errors": float(sum(t["end"] == "infra_error" for t, _ in eps)),
-           "reward_with_tools": _mean([v.reward for v in used]), "reward_without_tools": _mean([v.reward for v in unused]),
+           "reward_with_tools": _mean([v.reward for v in used]),
+           "reward_without_tools": _mean([v.reward for v in unused]),
            "pass_rate_with_tools": _mean([float(v.correct) for v in used]),
            "pass_rate_without_tools": _mean([float(v.correct) for v in unused])}
     for t, _ in eps:
