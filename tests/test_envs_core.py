@@ -414,7 +414,8 @@ def test_every_registered_env_passes_the_checker(tmp_path, sandbox):
               "HumanEvalX": {"sandbox": sandbox, "language": "javascript"},
               "ExactMatch": {"tasks": files["ExactMatch"]}, "Regex": {"tasks": files["Regex"]},
               "Choice": {"tasks": files["Choice"]}, "ReasoningGym": {"name": "basic_arithmetic", "size": 20},
-              "RewardFuncs": {"tasks": files["RewardFuncs"], "reward_funcs": [_says_solution]}}
+              "RewardFuncs": {"tasks": files["RewardFuncs"], "reward_funcs": [_says_solution]},
+              "PythonToolMath": {"n": 30, "sandbox": sandbox}, "CodeAgent": {"sandbox": sandbox}}
     for spec in envs.SPECS:
         assert spec.name in kwargs, f"add {spec.id} to this test"
         env = gym.make(spec.id, **kwargs[spec.name]).unwrapped
