@@ -1,7 +1,7 @@
 """HumanEval-X from its published rows (envs/code/humaneval_x.py) against the real sandbox.
 
 For each of C++, Java, Go, Rust and JavaScript: every canonical solution passes except
-the rows BROKEN_UPSTREAM names (Go/95's passes by chance: it depends on map order), and
+the rows BROKEN_UPSTREAM names (Go/95 and JavaScript/32 pass by chance), and
 every wrong-solution control (a body returning a zero value) fails without being a
 compile error, except where the row's test accepts wrong answers (WEAK_TESTS). The full
 sweep (5 x 164 x 2 jobs: 13 min on a 2-core VM, cpp 222 s, java 198 s, go 141 s, rust

@@ -67,6 +67,9 @@ BROKEN_UPSTREAM: dict[str, str] = {
                       "not the [string, boolean] pair the test expects",
     "JavaScript/155": "canonical solution wrong: `while (num > 0)` counts no digit of 0; the test expects "
                       "evenOddCount(0) to be [1, 0]",
+    "JavaScript/32": "test flaky: it draws 100 random polynomials and asks |poly(x)| < 1e-4 at the returned root; "
+                     "the canonical bisection stops on x (1e-10), which steep polynomials miss, so it fails "
+                     "about 1 run in 400 (measured with node, 2,000 runs)",
     "Go/95": "canonical solution wrong: it stops looking after the second key (`else { break }`), so with "
              "Go's random map order the test's {\"p\", \"A\", \"B\"} map passes or fails by chance",
     "Rust/4": "test accepts wrong answers: its asserts lack abs() (`mad(v) - expected < 1e-6`), so any answer "
