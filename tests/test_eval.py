@@ -14,7 +14,7 @@ from proctor.envs import EnvSuite, ListSource, Task, VerifiableEnv, Verdict, Ver
 from proctor.envs.core.splits import question_key  # noqa: E402
 from proctor.trainer.build import build_eval_suite, build_suite, build_trainer  # noqa: E402
 from proctor.trainer.config import GRPOConfig  # noqa: E402
-from proctor.trainer.evaluation import EvalSettings, eval_items, evaluate, is_due, pass_at_k  # noqa: E402
+from proctor.trainer.evaluation import EvalSettings, describe, eval_items, evaluate, is_due, pass_at_k  # noqa: E402
 from proctor.trainer.metrics import read_metrics, reward_figure  # noqa: E402
 from proctor.trainer.rollout import Rollout, SamplingParams  # noqa: E402
 
@@ -49,6 +49,12 @@ def test_pass_at_k_refuses_impossible_counts():
     for n, c, k in ((4, 5, 1), (4, 1, 5), (4, 1, 0)):
         with pytest.raises(ValueError, match="pass_at_k"):
             pass_at_k(n, c, k)
+
+
+def test_the_console_line_says_how_many_answers_were_not_judged():
+    values = {"eval_prompts": 100.0, "eval_greedy_pass_rate": 0.0, "eval_pass@1": 0.25, "eval_infra": 37.0}
+    assert describe(values) == "eval (100 prompts): greedy_pass_rate 0.000  pass@1 0.250  not judged (infra) 37"
+    assert "not judged" not in describe(dict(values, eval_infra=0.0))
 
 
 def test_eval_schedule_is_before_step_one_every_n_and_at_the_end():

@@ -242,6 +242,8 @@ def describe(values: dict[str, Any]) -> str:
     keys = ["eval_greedy_pass_rate"] + sorted((k for k in values if k.startswith("eval_pass@")),
                                               key=lambda k: int(k.split("@")[1]))
     shown = [f"{k.removeprefix('eval_')} {values[k]:.3f}" for k in keys if isinstance(values.get(k), float)]
+    if values.get("eval_infra"):   # left out of the rates above, never counted wrong: say so
+        shown.append(f"not judged (infra) {int(values['eval_infra'])}")
     return f"eval ({int(values.get('eval_prompts', 0))} prompts): " + "  ".join(shown)
 
 
