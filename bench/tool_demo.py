@@ -12,12 +12,17 @@ at the end (and its rise), sampled pass@1, how often the model called the tool, 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import cpu_model, usable_cpus
 
 HERE = Path(__file__).resolve().parent
 KEYS = ("eval_greedy_pass_rate", "eval_pass@1", "eval_greedy_tool_use_frac", "eval_greedy_tool_calls_per_episode",
@@ -26,7 +31,6 @@ KEYS = ("eval_greedy_pass_rate", "eval_pass@1", "eval_greedy_tool_use_frac", "ev
 
 def run(config: dict, seed: int, steps: int | None, out: Path) -> dict:
     from accelerate.state import AcceleratorState
-
     from proctor.trainer.build import build_trainer
     from proctor.trainer.config import GRPOConfig
 
@@ -51,6 +55,18 @@ def run(config: dict, seed: int, steps: int | None, out: Path) -> dict:
             "eval_greedy_pass_rate": [round(r["eval_greedy_pass_rate"], 3) for r in evals]}
 
 
+def table(results: list[dict]) -> str:
+    """The per-seed table (markdown): held-out success with tools at the start and the end."""
+    rows = ["| seed | greedy start | greedy end | rise | pass@1 start | pass@1 end | rise | tool use (greedy, end) | minutes |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in results:
+        s, e = r["start"], r["end"]
+        rows.append(f"| {r['seed']} | {s['eval_greedy_pass_rate']:.2f} | {e['eval_greedy_pass_rate']:.2f} "
+                    f"| {r['rise_greedy']:+.2f} | {s['eval_pass@1'] or 0:.2f} | {e['eval_pass@1'] or 0:.2f} "
+                    f"| {r['rise_pass@1']:+.2f} | {e['eval_greedy_tool_use_frac'] or 0:.2f} | {r['minutes']} |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default=str(HERE.parent / "examples/train/python_tool_tiny.yaml"))
@@ -67,7 +83,10 @@ def main() -> None:
     summary = {"config": args.config, "model": config["model"], "cores": len(os.sched_getaffinity(0)),
                "seeds": results, "min_rise_greedy": min(r["rise_greedy"] for r in results),
                "mean_rise_greedy": sum(r["rise_greedy"] for r in results) / len(results)}
+    summary.update(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
+                   machine=f"{cpu_model()}, {usable_cpus()} CPUs")
     Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n")
+    print(table(results))
     print(json.dumps({k: v for k, v in summary.items() if k != "seeds"}))
 
 

@@ -29,6 +29,7 @@ import math
 import os
 import random
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 from contextlib import contextmanager
@@ -472,6 +473,29 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("PROCTOR_CACHE") or Path.home() / ".cache" / "proctor").expanduser()
 
 
+def _sweep_abandoned_builds(final: Path) -> None:
+    """Remove the temporary folders of builds of ``final`` whose process, on this host, is gone.
+
+    A build killed by a signal (a scheduler's SIGTERM, the OOM killer) never reaches its
+    ``finally``, and its folder (tens of MB) would stay in the cache; ``.<entry>.<host>.<pid>.*``
+    names the builder, so a live build, or one on another host sharing the cache, is left alone."""
+    host = socket.gethostname()
+    for tmp in final.parent.glob(f".{final.name}.{host}.*"):
+        pid = tmp.name[len(f".{final.name}.{host}."):].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # someone else's process: alive
+        return True
+    return True
+
+
 def tiny_model_path(cache_dir: str | os.PathLike[str] | None = None, **kw: Any) -> Path:
     """A tiny model built once per set of arguments and reused: ``<cache>/tiny-model-<hash>``.
 
@@ -489,7 +513,8 @@ def tiny_model_path(cache_dir: str | os.PathLike[str] | None = None, **kw: Any) 
             return final
         raise RuntimeError(f"{final} exists but is not a complete tiny model; delete it and try again")
     root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
+    _sweep_abandoned_builds(final)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.{socket.gethostname()}.{os.getpid()}.", dir=root))
     if progress is not None and args["pretrain_steps"]:
         progress(0, args["pretrain_steps"], math.nan)   # a build starts: the corpus and tokenizer come first
     try:

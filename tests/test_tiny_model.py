@@ -127,6 +127,40 @@ def test_cache_builds_once_and_reuses(tmp_path: Path, monkeypatch: pytest.Monkey
         tm.tiny_model_path(colour="red")
 
 
+def test_a_build_killed_by_a_signal_leaves_nothing_once_the_next_build_runs(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGKILL skips the build's own clean-up; the next build of that model removes the dead
+    builder's folder and leaves a live builder's (or another host's) alone."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    cache = tmp_path / "cache"
+    code = ("import proctor.tiny_model as tm, time\n"
+            "def slow(out, **k):\n    open(f'{out}/started', 'w').close(); time.sleep(60)\n"
+            "tm.make_tiny_model = slow\n"
+            f"tm.tiny_model_path(cache_dir={str(cache)!r}, layers=1)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.monotonic() + 60
+    while not list(cache.glob(".tiny-model-*/started")):
+        assert proc.poll() is None and time.monotonic() < deadline, "the build did not start"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    dead = [p.name for p in cache.iterdir() if p.name.startswith(".")]
+    assert len(dead) == 1 and f".{socket.gethostname()}.{proc.pid}." in dead[0]   # left behind
+    entry = dead[0].split(".")[1]
+    live = cache / f".{entry}.{socket.gethostname()}.{os.getpid()}.live"   # this test's process: alive
+    elsewhere = cache / f".{entry}.other-host.{proc.pid}.x"                # a pid of another host's
+    live.mkdir()
+    elsewhere.mkdir()
+    first = tm.tiny_model_path(cache_dir=cache, layers=1)
+    left = sorted(p.name for p in first.parent.iterdir() if p.name.startswith("."))
+    assert left == sorted([live.name, elsewhere.name])
+
+
 def test_config_for_planning_matches_the_build_without_building(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The planner reads a tiny model's config.json: one not built yet is not built for it (minutes,
