@@ -13,6 +13,7 @@ import docker.errors
 import requests.exceptions
 
 from .errors import InfraError
+from .owner import OWNER_LABEL, owner_id
 from .protocol import Channel, raw_socket
 
 # The fork server runs as root with the few capabilities it needs to clean up after a
@@ -112,6 +113,7 @@ class WarmContainer:
         self.host = host
         self.pool_id = pool_id
         self.id: Optional[str] = None
+        self.name: Optional[str] = None     # set at start: how a create that timed out is found again
         self.channel: Optional[Channel] = None
         self.jobs_served = 0
         self.started_s = 0.0
@@ -121,7 +123,7 @@ class WarmContainer:
     def start(self, timeout_s: float = 60.0) -> "WarmContainer":
         api = self.client.api
         t0 = time.monotonic()
-        name = f"proctor-{self.pool_id}-{next(_serial)}-{secrets.token_hex(3)}"
+        name = self.name = f"proctor-{self.pool_id}-{next(_serial)}-{secrets.token_hex(3)}"
         try:
             created = api.create_container(
                 self.spec.image,
@@ -134,7 +136,7 @@ class WarmContainer:
                 environment={"LANG": "C.UTF-8", "HOME": "/work", "PATH": "/usr/local/bin:/usr/bin:/bin",
                              # the server's own: jobs get a fixed environment of their own
                              **({"PROCTOR_GVISOR": "1"} if self.spec.gvisor else {})},
-                labels={LABEL: "1", "proctor.pool": self.pool_id},
+                labels={LABEL: "1", "proctor.pool": self.pool_id, OWNER_LABEL: owner_id()},
                 host_config=self.spec.host_config(api),
             )
             self.id = created["Id"]
@@ -180,12 +182,14 @@ class WarmContainer:
         if self.channel is not None:
             self.channel.close()
             self.channel = None
-        if self.id is not None:
+        # A create that timed out here may still finish on the engine: look it up by name.
+        target = self.id or self.name
+        if target is not None:
             try:
-                self.client.api.remove_container(self.id, force=True)
+                self.client.api.remove_container(target, force=True)
             except (docker.errors.DockerException, requests.exceptions.RequestException):
-                pass   # engine gone: nothing left to remove that we can reach
-            self.id = None
+                pass   # engine gone, or never created: the owner sweep (owner.py) gets any late one
+            self.id = self.name = None
 
     # ------------------------------------------------------------------ one job
     def execute(self, request: dict, timeout_s: float, case_passed: Optional[CaseCheck] = None) -> dict:

@@ -9,8 +9,9 @@ from typing import Callable, Optional, Sequence
 import docker
 
 from .breaker import Breaker
-from .container import ContainerSpec, WarmContainer
+from .container import LABEL, ContainerSpec, WarmContainer
 from .errors import HostDown, InfraError, SandboxError
+from .owner import sweep_orphans
 
 SpecFor = Callable[["HostPool", str], ContainerSpec]   # (pool, language) -> the spec a check starts
 
@@ -43,6 +44,8 @@ class HostPool:
         self._starting: dict[ContainerSpec, int] = {}
         self._background = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"proctor-{host[-12:]}")
         self._closed = False
+        # containers left by a process of this machine that was killed before it could close
+        self._background.submit(sweep_orphans, client, LABEL)
         self.started = 0
         self.recycled = 0
         self.start_failures = 0
