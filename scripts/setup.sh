@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Brings a fresh Debian machine to the point where Proctor runs and tests:
-# Docker engine (installed and started), Python venv with torch (CPU) and proctor[dev],
+# Docker engine (installed and started), Python venv with torch (CPU) and proctor[dev,ray],
 # and the sandbox images built from the machine's own apt sources.
 # Idempotent: each step is skipped when its result is already there.
 set -euo pipefail
@@ -90,8 +90,9 @@ fi
 stamp=.venv/.proctor-install-stamp
 sig="$(sha256sum pyproject.toml | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sig" ]; then
-  say "installing proctor[dev] (editable)"
-  "$VPY" -m pip install -q -e ".[dev]"
+  # [ray]: the sandbox fleet's tests run a local multi-node Ray cluster (tests/test_ray_fleet.py).
+  say "installing proctor[dev,ray] (editable)"
+  "$VPY" -m pip install -q -e ".[dev,ray]"
   echo "$sig" > "$stamp"
 fi
 

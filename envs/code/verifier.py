@@ -43,14 +43,32 @@ _FENCE_NAME = {"python": "python", "c": "c", "cpp": "cpp", "java": "java", "go":
                "javascript": "javascript"}
 
 
+BACKENDS = ("docker", "ray")
+
+
 def make_sandbox(options: Mapping[str, Any]) -> JobRunner:
-    """A `RemoteSandbox` when ``options`` name a ``url``, else a local `Sandbox`; a bad key is a clear error."""
-    if options.get("url"):
+    """The sandbox ``options`` describe; a bad key is a clear error.
+
+    ``backend: ray`` (with ``address``, and `FleetOptions` keys): a `RaySandbox` on the
+    cluster's sandbox fleet; a ``url``: a `RemoteSandbox`; else (``backend: docker``, the
+    default) a local `Sandbox`. Ray is imported only for ``backend: ray``.
+    """
+    options = dict(options)
+    backend = options.pop("backend", "docker")
+    if backend not in BACKENDS:
+        raise ValueError(f"sandbox.backend is {backend!r}; it is one of {', '.join(BACKENDS)}")
+    if backend == "ray":
+        from proctor.sandbox.fleet import FleetOptions, RaySandbox
+
+        allowed = [*inspect.signature(RaySandbox).parameters, *FleetOptions.__dataclass_fields__]
+        allowed.remove("options")
+        make = RaySandbox
+    elif options.get("url"):
         from proctor.sandbox.remote import RemoteSandbox
 
-        allowed, make = inspect.signature(RemoteSandbox).parameters, RemoteSandbox
+        allowed, make = list(inspect.signature(RemoteSandbox).parameters), RemoteSandbox
     else:
-        allowed, make = inspect.signature(Sandbox).parameters, Sandbox
+        allowed, make = list(inspect.signature(Sandbox).parameters), Sandbox
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ValueError(f"sandbox.{unknown[0]} is not an option of {make.__name__}; its options are "
@@ -71,8 +89,9 @@ class CodeVerifier(Verifier):
 
     ``sandbox``: a `Sandbox` or `RemoteSandbox` to share (the caller closes it); or a
     mapping, as a config file gives it: ``{url: ..., token_file: ...}`` (any
-    `RemoteSandbox` argument) judges on a ``proctor sandbox serve`` service, other keys
-    are `Sandbox` arguments; without one (or with a mapping), the verifier starts its own
+    `RemoteSandbox` argument) judges on a ``proctor sandbox serve`` service,
+    ``{backend: ray, address: auto}`` on the Ray cluster's sandbox fleet (docs/ray.md),
+    other keys are `Sandbox` arguments; without one (or with a mapping), the verifier starts its own
     on first use and ``close`` stops it. ``limits``: per-job limits unless a task's ``data["limits"]`` overrides
     them. ``extract_mode`` / ``fallback``: see `extract_code`.
     """

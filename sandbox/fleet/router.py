@@ -1,0 +1,358 @@
+"""`FleetRouter`: the fleet's one scheduler, a named Ray actor every client shares.
+
+It starts one `SandboxHost` actor per sandbox node, keeps one job budget for all of
+them (each node's slots, shared by every client that attaches, so several training
+ranks never oversubscribe the fleet), queues jobs first come first served and sends each
+to the least loaded node with a free slot. Identical jobs run once fleet-wide (one
+`VerdictCache`, here). A node lost mid-job (its actor dies, its calls fail or hang past
+the job's limits) costs that job a try on another node, or an ``infra_error`` `Result`
+saying what happened: never a verdict the program did not earn.
+
+Clients submit jobs under a batch id and collect finished results, in any order; the
+client puts them back in job order (client.py). Everything here runs on the actor's one
+event loop, so no lock is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from dataclasses import dataclass, field, fields
+from typing import Optional, Sequence
+
+from .. import images
+from ..cache import Claim, VerdictCache, job_key
+from ..errors import NoHostAvailable, SandboxError
+from ..sandbox import reply_timeout
+from ..types import Job, Limits, Result, infra_result
+from .host import SandboxHost
+from .options import FleetInfo, FleetOptions, HostInfo, HostState
+
+log = logging.getLogger("proctor.sandbox.fleet")
+START_TIMEOUT_S = 600.0   # a host's first start may build images (auto_build)
+
+
+@dataclass(eq=False)
+class _Host:
+    handle: object
+    info: HostInfo
+    up: bool = True
+    busy: int = 0
+    done: int = 0
+    cause: str = ""
+
+    def state(self) -> HostState:
+        return HostState(self.info, self.up, self.busy, self.done, self.cause)
+
+
+@dataclass(eq=False)
+class _Batch:
+    id: str
+    ready: list = field(default_factory=list)    # (index, Result) not yet collected
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: bool = False
+
+
+@dataclass(eq=False)
+class _Item:
+    batch: _Batch
+    index: int
+    job: Job
+    claim: Optional[Claim]
+    reroutes: int
+    tried: set = field(default_factory=set)      # node ids
+    errors: list = field(default_factory=list)
+    attempts: int = 0
+
+
+class FleetRouter:
+    """The fleet's router; made by `RaySandbox` as ``ray.remote(FleetRouter)`` (an async actor)."""
+
+    def __init__(self, name: str, options: FleetOptions) -> None:
+        self.name, self.options = name, options
+        self.hosts: list[_Host] = []
+        self.failed: list[str] = []
+        self.queue: deque[_Item] = deque()
+        self.batches: dict[str, _Batch] = {}
+        self.clients: set[str] = set()
+        self.cache = (VerdictCache(options.cache_entries, directory=options.cache_dir) if options.cache else None)
+        self._context: dict[str, str] = {}
+        self._tasks: set[asyncio.Future] = set()
+        self._start: Optional[asyncio.Task] = None
+
+    # ------------------------------------------------------------------ clients
+    async def attach(self, client_id: str, options: FleetOptions) -> FleetInfo:
+        """Start the hosts (first client only) and count this client; NoHostAvailable if none starts."""
+        if options != self.options:
+            differ = [f.name for f in fields(FleetOptions) if getattr(options, f.name) != getattr(self.options, f.name)]
+            raise SandboxError(f"the sandbox fleet {self.name!r} already runs with other options ({', '.join(differ)}: "
+                               f"{[getattr(self.options, n) for n in differ]}); give every rank the same sandbox "
+                               "config, or another fleet name")
+        if self._start is None:
+            self._start = asyncio.ensure_future(self._start_hosts())
+        await asyncio.shield(self._start)
+        self.clients.add(client_id)
+        return self.info()
+
+    async def detach(self, client_id: str) -> int:
+        """Forget a client; returns how many are left (the last one shuts the fleet down)."""
+        self.clients.discard(client_id)
+        return len(self.clients)
+
+    def node(self) -> str:
+        """The node this router runs on."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
+    def info(self) -> FleetInfo:
+        return FleetInfo(self.name, tuple(h.state() for h in self.hosts), tuple(self.failed))
+
+    def cache_stats(self) -> Optional[dict]:
+        if self.cache is None:
+            return None
+        stats = self.cache.stats()
+        return {f.name: getattr(stats, f.name) for f in fields(stats)} | {"saved": stats.saved}
+
+    # ------------------------------------------------------------------ starting hosts
+    async def _start_hosts(self) -> None:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = [n for n in ray.nodes() if n.get("Alive") and n["Resources"].get(self.options.resource, 0) >= 1]
+        if not nodes:
+            raise NoHostAvailable(f"no node of this Ray cluster has the {self.options.resource!r} resource: start "
+                                  f"sandbox nodes with `ray start --address HEAD:6379 --resources='{{"
+                                  f"\"{self.options.resource}\": 1}}'`")
+        free = ray.available_resources().get(self.options.resource, 0)
+        if free < len(nodes):   # host actors would wait for ever for a unit another fleet holds
+            raise SandboxError(f"{len(nodes)} nodes have the {self.options.resource!r} resource but only {free:g} "
+                               "units are free: another sandbox fleet runs on this cluster. Use its name "
+                               "(sandbox.name), close it first, or give this fleet other nodes (sandbox.resource)")
+        host_class = ray.remote(SandboxHost)
+        made = []
+        for node in nodes:
+            slots = self.options.slots_per_node or max(1, int(node["Resources"].get("CPU", 1)))
+            handle = host_class.options(
+                num_cpus=0, resources={self.options.resource: 1}, max_restarts=0,
+                max_concurrency=slots + self.options.prefetch + 16,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
+            ).remote(self.options, slots)
+            made.append((node, handle))
+        answers = await asyncio.gather(*(_within(h.describe.remote(), START_TIMEOUT_S) for _, h in made),
+                                       return_exceptions=True)
+        for (node, handle), answer in zip(made, answers):
+            if isinstance(answer, HostInfo):
+                self.hosts.append(_Host(handle, answer))
+            else:
+                self.failed.append(f"node {node['NodeManagerAddress']} ({node['NodeID'][:8]}): {_cause(answer)}")
+                ray.kill(handle)
+        if not self.hosts:
+            raise NoHostAvailable("no sandbox host of the fleet started: " + "; ".join(self.failed))
+        for line in self.failed:
+            log.warning("sandbox fleet: a host did not start, the others serve: %s", line)
+
+    # ------------------------------------------------------------------ jobs
+    def submit(self, batch_id: str, first: int, jobs: Sequence[Job]) -> None:
+        """Queue ``jobs`` as indexes ``first``, ``first + 1``, ... of batch ``batch_id``."""
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            batch = self.batches[batch_id] = _Batch(batch_id)
+        for index, job in enumerate(jobs, first):
+            self._admit(batch, index, job)
+        self._pump()
+
+    async def collect(self, batch_id: str, wait_s: float) -> list[tuple[int, Result]]:
+        """Results of the batch finished since the last call (any order); waits up to ``wait_s`` for one."""
+        batch = self.batches.get(batch_id)
+        if batch is None:
+            return []
+        if not batch.ready:
+            batch.event.clear()
+            try:
+                await asyncio.wait_for(batch.event.wait(), wait_s)
+            except asyncio.TimeoutError:
+                pass
+        out, batch.ready = batch.ready, []
+        return out
+
+    def close_batch(self, batch_id: str) -> None:
+        """The client stopped reading: its queued jobs are dropped (a cached job's twins elsewhere still get it)."""
+        batch = self.batches.pop(batch_id, None)
+        if batch is not None:
+            batch.closed = True
+            self.queue = deque(i for i in self.queue if not (i.batch is batch and i.claim is None))
+
+    def _admit(self, batch: _Batch, index: int, job: Job) -> None:
+        if self.cache is None:
+            self.queue.append(_Item(batch, index, job, None, self.options.reroutes))
+            return
+        claim = self.cache.claim(self._key(job))
+        if claim.owner:
+            self.queue.append(_Item(batch, index, job, claim, self.options.reroutes))
+            return
+        loop = asyncio.get_running_loop()
+        claim.future.add_done_callback(
+            lambda f, b=batch, i=index: loop.call_soon_threadsafe(_deliver, b, i, _outcome(f)))
+
+    def _key(self, job: Job) -> str:
+        name = images.LANGUAGE_IMAGE[job.language]
+        context = self._context.get(name)
+        if context is None:   # what a host's Sandbox keys on: its image, runtime and CPU share
+            context = self._context[name] = (f"{images.image_ref(name)}|{self.options.runtime or 'default'}|"
+                                             f"{self.options.cpus_per_job:g}")
+        return job_key(job, context)
+
+    def _pump(self) -> None:
+        """Send queued jobs to nodes with room; with no node up, every queued job is infra_error."""
+        while self.queue:
+            item = self.queue[0]
+            if item.batch.closed and item.claim is None:
+                self.queue.popleft()
+                continue
+            host = self._free_host(item)
+            if host is None:
+                if not any(h.up for h in self.hosts):
+                    self._fail_queue()
+                return
+            self.queue.popleft()
+            host.busy += 1
+            task = asyncio.ensure_future(self._run(host, item))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _free_host(self, item: _Item) -> Optional[_Host]:
+        room = [h for h in self.hosts if h.up and h.busy < h.info.slots + self.options.prefetch]
+        if not room:
+            return None
+        # Not a node the job already failed on, then the least loaded.
+        return min(room, key=lambda h: (h.info.node_id in item.tried, h.busy / h.info.slots))
+
+    async def _run(self, host: _Host, item: _Item) -> None:
+        import ray
+
+        result: Optional[Result] = None
+        try:
+            result = await _within(host.handle.run.remote(item.job), _deadline(item.job, self.options))
+        except asyncio.TimeoutError:
+            self._lose(host, f"no answer within {_deadline(item.job, self.options):.0f} s (the job's limits "
+                             "and every retry)")
+        except ray.exceptions.RayTaskError as exc:   # the host raised: a bug or a job it refused, not a node loss
+            item.errors.append(f"{host.info.address}: {_cause(exc)}")
+        except ray.exceptions.RayError as exc:       # the actor or its node is gone
+            self._lose(host, f"{type(exc).__name__}: {_cause(exc)}")
+        finally:
+            host.busy -= 1
+        item.attempts += 1 if result is None else result.attempts
+        item.tried.add(host.info.node_id)
+        if result is None:
+            item.errors.append(f"node {host.info.address}: {host.cause or 'failed'}")
+        elif result.infra_error:
+            item.errors.append(f"node {host.info.address}: {result.error}")
+        else:
+            host.done += 1
+            self._finish(item, result)
+            self._pump()
+            return
+        self._retry_or_fail(item)
+        self._pump()
+
+    def _retry_or_fail(self, item: _Item) -> None:
+        untried = [h for h in self.hosts if h.up and h.info.node_id not in item.tried]
+        if item.reroutes > 0 and untried:
+            item.reroutes -= 1
+            self.queue.appendleft(item)   # it waited its turn once already
+            return
+        self._finish(item, infra_result("; ".join(item.errors) + ". The program was not judged: drop this "
+                                        "sample; see the fleet's health (RaySandbox.health())", item.attempts))
+
+    def _finish(self, item: _Item, result: Result) -> None:
+        if item.claim is not None:
+            self.cache.settle(item.claim, result)   # type: ignore[union-attr]
+        _deliver(item.batch, item.index, result)
+
+    def _lose(self, host: _Host, cause: str) -> None:
+        if host.up:
+            host.up, host.cause = False, cause
+            log.warning("sandbox fleet: node %s (%s) is lost: %s; its jobs go to the other nodes (%d up)",
+                        host.info.address, host.info.node_id[:8], cause, sum(h.up for h in self.hosts))
+            import ray
+
+            ray.kill(host.handle)   # a hung actor on a live node must not keep containers running
+
+    def _fail_queue(self) -> None:
+        causes = "; ".join(f"{h.info.address}: {h.cause}" for h in self.hosts) or "none started"
+        while self.queue:
+            item = self.queue.popleft()
+            item.errors.append(f"no sandbox node is up ({causes})")
+            self._finish(item, infra_result("; ".join(item.errors) + ". The program was not judged: drop this "
+                                            "sample; start sandbox nodes again", item.attempts))
+
+    # ------------------------------------------------------------------ the rest of the Sandbox API
+    async def warmup(self, languages: Sequence[str], limits: Optional[Limits]) -> None:
+        """Start containers on every node that is up; NoHostAvailable when none could."""
+        up = [h for h in self.hosts if h.up]
+        answers = await asyncio.gather(*(h.handle.warmup.remote(list(languages), limits) for h in up),
+                                       return_exceptions=True)
+        errors = [f"{h.info.address}: {_cause(a)}" for h, a in zip(up, answers) if isinstance(a, BaseException)]
+        if len(errors) == len(up):
+            raise NoHostAvailable("warmup: no sandbox node started a container: " + ("; ".join(errors) or "none is up"))
+
+    def session_host(self) -> tuple[object, HostInfo]:
+        """The least loaded node that is up, for a new session (the client talks to its actor directly)."""
+        up = [h for h in self.hosts if h.up]
+        if not up:
+            raise NoHostAvailable("no sandbox node of the fleet is up: " + "; ".join(
+                f"{h.info.address}: {h.cause}" for h in self.hosts))
+        host = min(up, key=lambda h: h.busy / h.info.slots)
+        return host.handle, host.info
+
+    async def stats(self) -> dict:
+        up = [h for h in self.hosts if h.up]
+        answers = await asyncio.gather(*(_within(h.handle.stats.remote(), 30.0) for h in up), return_exceptions=True)
+        return {f"{h.info.address}/{h.info.node_id[:8]}": (a if not isinstance(a, BaseException) else {"error": _cause(a)})
+                for h, a in zip(up, answers)}
+
+    async def shutdown(self) -> None:
+        """Close every host (its sessions and containers), then end their actors."""
+        import ray
+
+        up = [h for h in self.hosts if h.up]
+        await asyncio.gather(*(_within(h.handle.close.remote(), 60.0) for h in up), return_exceptions=True)
+        for host in self.hosts:
+            ray.kill(host.handle)
+            host.up, host.cause = False, host.cause or "the fleet was shut down"
+
+
+def _deliver(batch: _Batch, index: int, result: Result) -> None:
+    if not batch.closed:
+        batch.ready.append((index, result))
+        batch.event.set()
+
+
+def _outcome(future: "asyncio.Future | object") -> Result:
+    """A twin's result from the cache's future; a failed owner is this job's infra_error."""
+    exc = future.exception()   # type: ignore[union-attr]
+    if exc is not None:
+        return infra_result(f"an identical job failed in the fleet: {exc}. The program was not judged", 0)
+    return future.result()     # type: ignore[union-attr]
+
+
+async def _within(ref: object, timeout_s: float) -> object:
+    return await asyncio.wait_for(asyncio.ensure_future(ref), timeout_s)   # type: ignore[arg-type]
+
+
+def _deadline(job: Job, options: FleetOptions) -> float:
+    """How long a node may take for a job before it counts as hung: every attempt's limits, a slot wait, slack."""
+    return (options.retries + 1) * reply_timeout(job) * (1 + options.prefetch) + 30.0
+
+
+def _cause(exc: BaseException) -> str:
+    """The first line of what went wrong, without Ray's traceback."""
+    cause = getattr(exc, "cause", None) or exc
+    text = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {text[-1] if text else ''}"[:500]
+
+
+__all__ = ["FleetRouter"]
