@@ -25,17 +25,13 @@ def _on_disk(package_dir: dict[str, str]) -> set[str]:
         base = ROOT / folder
         for init in base.rglob("__init__.py"):
             rel = init.parent.relative_to(base)
-            if "__pycache__" in rel.parts:
-                continue
-            found.add(".".join((name, *rel.parts)) if rel.parts else name)
+            found.add(".".join((name, *rel.parts)))
     return found
 
 
 def test_every_package_folder_is_declared() -> None:
     package_dir, declared = _declared()
-    on_disk = _on_disk(package_dir)
-    # A folder mapped under an ancestor's entry (proctor.sandbox.fleet under "sandbox") counts once.
-    missing = sorted(on_disk - declared)
+    missing = sorted(_on_disk(package_dir) - declared)
     assert not missing, (f"pyproject.toml [tool.setuptools] packages lacks {missing}: a wheel would ship "
                          "without them; add each name to the list")
 
@@ -45,5 +41,5 @@ def test_every_declared_package_exists() -> None:
     bases = sorted(package_dir.items(), key=lambda kv: -len(kv[0]))
     for name in sorted(declared):
         prefix, folder = next((p, f) for p, f in bases if name == p or name.startswith(p + "."))
-        path = ROOT / folder / Path(*name[len(prefix):].lstrip(".").split(".")) if name != prefix else ROOT / folder
+        path = ROOT / folder / name[len(prefix):].lstrip(".").replace(".", "/")   # "" for the mapped package itself
         assert path.is_dir(), f"pyproject.toml declares {name}, but {path} is not a folder: remove the name or add it"
