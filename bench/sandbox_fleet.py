@@ -62,6 +62,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--prefetch", type=int, default=None, help="the fleet's prefetch (default: its own)")
     args = ap.parse_args()
     import ray
     from ray.cluster_utils import Cluster
@@ -78,7 +79,7 @@ def main() -> None:
         ray.init(address=cluster.address, log_to_driver=False)
         a, b = Sandbox(hosts=[MAIN], slots=1), Sandbox(hosts=[engine.url], slots=1)
         both = Sandbox(hosts=[MAIN, engine.url], slots=1)
-        fleet = RaySandbox(address=cluster.address, cache=False, slots_per_node=1)
+        fleet = RaySandbox(address=cluster.address, cache=False, slots_per_node=1, prefetch=args.prefetch)
         router_pid = ray.get(fleet._router.__ray_call__.remote(lambda self: os.getpid()))
         for sb in (a, b, both):
             sb.warmup(["python"])

@@ -240,3 +240,41 @@ def test_wrong_token_is_refused(cluster):
     out = subprocess.run([sys.executable, "-c", probe, cluster["cluster"].address], env=env,
                          capture_output=True, text=True, timeout=180).stdout
     assert "REFUSED" in out and "CONNECTED" not in out, out
+
+
+@pytest.mark.slow
+def test_hung_node_is_lost_and_its_jobs_rerouted(cluster):
+    """A host that stops answering (SIGSTOP: alive, silent) is lost after the take's grace; the
+    jobs it held run on the other node, each with its right verdict, in order.
+
+    Runs last: node B is gone by now, so a node C on the second engine joins for this fleet."""
+    import signal
+
+    from proctor.sandbox.fleet import RaySandbox
+    from proctor.sandbox.fleet.router import TAKE_GRACE_S, TAKE_WAIT_S
+
+    c, engine = cluster["cluster"], cluster["engine"]
+    node_c = c.add_node(num_cpus=1, resources={"sandbox": 1}, env_vars={"DOCKER_HOST": engine.url})
+    sb = RaySandbox(address=c.address, name="hang-test")
+    stopped = None
+    try:
+        handles = ray.get(sb._router.__ray_call__.remote(lambda router: [(h.handle, h.info) for h in router.hosts]))
+        handle, info = next((h, i) for h, i in handles if i.node_id == node_c.node_id)
+        stopped = ray.get(handle.__ray_call__.remote(lambda host: os.getpid()))
+        os.kill(stopped, signal.SIGSTOP)
+        t0 = time.monotonic()
+        results = sb.run_many([job(i) for i in range(400, 424)])
+        check(results, first=400)   # every job: its right verdict, none infra_error
+        assert all(r.host == "unix:///var/run/docker.sock" for r in results), [r.host for r in results]
+        assert time.monotonic() - t0 >= TAKE_WAIT_S + TAKE_GRACE_S - 5   # C held jobs until it was judged hung
+        lost = [h for h in sb.health().hosts if not h.up]
+        assert [h.info.node_id for h in lost] == [info.node_id], sb.health()
+        assert "did not answer" in lost[0].cause, lost[0].cause
+    finally:
+        if stopped is not None:
+            try:
+                os.kill(stopped, signal.SIGCONT)   # the router's kill ends it either way
+            except ProcessLookupError:
+                pass
+        sb.close()
+        c.remove_node(node_c)

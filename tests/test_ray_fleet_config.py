@@ -64,3 +64,24 @@ def test_unauthenticated_cluster_is_refused(docker_ready):
     line = next((x for x in out.stdout.splitlines() if x.startswith(("STARTED", "REFUSED"))), out.stderr[-2000:])
     assert line.startswith("REFUSED NoHostAvailable"), line
     assert "without token authentication" in line and "RAY_AUTH_MODE=token" in line, line
+
+
+def test_prefetch_default_and_refusals():
+    from proctor.sandbox.fleet.options import FleetOptions
+
+    assert FleetOptions().prefetch_for(1) == 8 and FleetOptions().prefetch_for(32) == 32
+    assert FleetOptions(prefetch=0).prefetch_for(4) == 0
+    for bad in (-1, 1.5, True, "4"):
+        with pytest.raises(SandboxError, match="sandbox.prefetch must be an integer >= 0"):
+            FleetOptions(prefetch=bad)
+
+
+def test_normal_priority_undoes_rays_niceness():
+    """Ray starts workers at nice 15; a host or router raises itself back to 0 (here: as root)."""
+    if os.geteuid() != 0:
+        pytest.skip("raising priority needs root")
+    code = ("import os\nos.nice(15)\nfrom proctor.sandbox.fleet.host import normal_priority\n"
+            "before = os.getpriority(os.PRIO_PROCESS, 0)\nnormal_priority()\n"
+            "print(before, os.getpriority(os.PRIO_PROCESS, 0))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["15", "0"], out.stderr[-2000:]

@@ -23,8 +23,9 @@ class FleetOptions:
     ``retries``: extra attempts on the same node after an infrastructure error (the node's
     `Sandbox` makes them). ``reroutes``: further tries on another node when a node is lost
     mid-job or its attempts all ended ``infra_error``; after them the job is ``infra_error``.
-    ``prefetch``: jobs sent to a node beyond its slots, so a node never idles for a round
-    trip; they wait on the node for a slot (the budget of jobs running stays ``slots``).
+    ``prefetch``: jobs sent to a node beyond its slots (default: its slots, at least 8), so
+    a node never idles for a round trip and results come back several per call; they wait
+    on the node for a slot (the budget of jobs running stays ``slots``).
     ``cache``: one verdict cache for the whole fleet, in the router (``cache_entries``
     results in memory; ``cache_dir``: also on a directory the router's node can write).
     ``allow_unauthenticated``: run host actors (which hold the node's Docker socket) on a
@@ -35,7 +36,7 @@ class FleetOptions:
     slots_per_node: Optional[int] = None
     retries: int = 2
     reroutes: int = 1
-    prefetch: int = 1
+    prefetch: Optional[int] = None
     runtime: Optional[str] = None
     cpus_per_job: float = 1.0
     startup_check: tuple[str, ...] = ("python",)
@@ -48,6 +49,8 @@ class FleetOptions:
     def __post_init__(self) -> None:
         for name in ("retries", "reroutes", "prefetch"):
             value = getattr(self, name)
+            if name == "prefetch" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise SandboxError(f"sandbox.{name} must be an integer >= 0, got {value!r}")
         if self.slots_per_node is not None and (not isinstance(self.slots_per_node, int) or self.slots_per_node < 1):
@@ -58,6 +61,11 @@ class FleetOptions:
                                f"got {self.startup_check!r}")
         if not self.resource or not isinstance(self.resource, str):
             raise SandboxError(f"sandbox.resource must name a Ray resource, got {self.resource!r}")
+
+
+    def prefetch_for(self, slots: int) -> int:
+        """Jobs sent to a node of ``slots`` slots beyond them."""
+        return max(slots, 8) if self.prefetch is None else self.prefetch
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,19 @@ the job's limits) costs that job a try on another node, or an ``infra_error`` `R
 saying what happened: never a verdict the program did not earn.
 
 Clients submit jobs under a batch id and collect finished results, in any order; the
-client puts them back in job order (client.py). Everything here runs on the actor's one
-event loop, so no lock is needed.
+client puts them back in job order (client.py). Hosts are fed the same way: one
+``submit`` call carries every job routed to a node in one pass, and one drain task per
+node long-polls ``take`` for finished results (host.py). Actor calls, not routing, are
+what a job costs here, so they are per batch, not per job. Everything here runs on the
+actor's one event loop, so no lock is needed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass, field, fields
 from typing import Optional, Sequence
@@ -26,11 +31,14 @@ from ..cache import Claim, VerdictCache, job_key
 from ..errors import NoHostAvailable, SandboxError
 from ..sandbox import reply_timeout
 from ..types import Job, Limits, Result, infra_result
-from .host import SandboxHost
+from .host import Outcome, SandboxHost, normal_priority
 from .options import FleetInfo, FleetOptions, HostInfo, HostState
 
 log = logging.getLogger("proctor.sandbox.fleet")
 START_TIMEOUT_S = 600.0   # a host's first start may build images (auto_build)
+TAKE_WAIT_S = 1.0         # a drain's long poll when nothing has finished on its node
+TAKE_LINGER_S = 0.05      # ... and how long a reply may wait to carry more results (host.take)
+TAKE_GRACE_S = 30.0       # a take unanswered this long past its wait: the node is hung
 
 
 @dataclass(eq=False)
@@ -38,9 +46,15 @@ class _Host:
     handle: object
     info: HostInfo
     up: bool = True
-    busy: int = 0
     done: int = 0
     cause: str = ""
+    inflight: dict = field(default_factory=dict)   # tag -> _Item sent to this node, not yet back
+    progress_at: float = 0.0   # time.monotonic() of its last result, or of being sent jobs while idle
+    wake: asyncio.Event = field(default_factory=asyncio.Event)   # jobs were sent: the drain polls
+
+    @property
+    def busy(self) -> int:
+        return len(self.inflight)
 
     def state(self) -> HostState:
         return HostState(self.info, self.up, self.busy, self.done, self.cause)
@@ -64,6 +78,7 @@ class _Item:
     tried: set = field(default_factory=set)      # node ids
     errors: list = field(default_factory=list)
     attempts: int = 0
+    patience_s: float = 0.0   # how long a node may work on it without finishing anything
 
 
 class FleetRouter:
@@ -80,6 +95,8 @@ class FleetRouter:
         self._context: dict[str, str] = {}
         self._tasks: set[asyncio.Future] = set()
         self._start: Optional[asyncio.Task] = None
+        self._tags = itertools.count()
+        normal_priority()
 
     # ------------------------------------------------------------------ clients
     async def attach(self, client_id: str, options: FleetOptions) -> FleetInfo:
@@ -136,7 +153,9 @@ class FleetRouter:
             slots = self.options.slots_per_node or max(1, int(node["Resources"].get("CPU", 1)))
             handle = host_class.options(
                 num_cpus=0, resources={self.options.resource: 1}, max_restarts=0,
-                max_concurrency=slots + self.options.prefetch + 16,
+                # Calls at once: submit, take, and one per session cell running (jobs run on the
+                # host's own threads, one per slot).
+                max_concurrency=slots + 64,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
             ).remote(self.options, slots)
             made.append((node, handle))
@@ -152,6 +171,8 @@ class FleetRouter:
             raise NoHostAvailable("no sandbox host of the fleet started: " + "; ".join(self.failed))
         for line in self.failed:
             log.warning("sandbox fleet: a host did not start, the others serve: %s", line)
+        for host in self.hosts:
+            self._spawn(self._drain(host))
 
     # ------------------------------------------------------------------ jobs
     def submit(self, batch_id: str, first: int, jobs: Sequence[Job]) -> None:
@@ -205,7 +226,9 @@ class FleetRouter:
         return job_key(job, context)
 
     def _pump(self) -> None:
-        """Send queued jobs to nodes with room; with no node up, every queued job is infra_error."""
+        """Send queued jobs to nodes with room, one submit call per node; with no node up, every
+        queued job is infra_error."""
+        sends: dict[_Host, list[tuple[int, Job]]] = {}
         while self.queue:
             item = self.queue[0]
             if item.batch.closed and item.claim is None:
@@ -215,48 +238,92 @@ class FleetRouter:
             if host is None:
                 if not any(h.up for h in self.hosts):
                     self._fail_queue()
-                return
+                break
             self.queue.popleft()
-            host.busy += 1
-            task = asyncio.ensure_future(self._run(host, item))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            if not host.inflight:
+                host.progress_at = time.monotonic()
+            if not item.patience_s:
+                item.patience_s = _patience_s(item.job, self.options)
+            tag = next(self._tags)
+            host.inflight[tag] = item
+            sends.setdefault(host, []).append((tag, item.job))
+        for host, jobs in sends.items():
+            self._spawn(self._send(host, host.handle.submit.remote(jobs)))
+            host.wake.set()
 
     def _free_host(self, item: _Item) -> Optional[_Host]:
-        room = [h for h in self.hosts if h.up and h.busy < h.info.slots + self.options.prefetch]
+        room = [h for h in self.hosts if h.up and h.busy < h.info.slots + self.options.prefetch_for(h.info.slots)]
         if not room:
             return None
         # Not a node the job already failed on, then the least loaded.
         return min(room, key=lambda h: (h.info.node_id in item.tried, h.busy / h.info.slots))
 
-    async def _run(self, host: _Host, item: _Item) -> None:
+    def _spawn(self, coroutine: object) -> None:
+        task = asyncio.ensure_future(coroutine)   # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, host: _Host, ref: object) -> None:
         import ray
 
-        result: Optional[Result] = None
         try:
-            result = await _within(host.handle.run.remote(item.job), _deadline(item.job, self.options))
+            await _within(ref, TAKE_GRACE_S)
+            return
         except asyncio.TimeoutError:
-            self._lose(host, f"no answer within {_deadline(item.job, self.options):.0f} s (the job's limits "
-                             "and every retry)")
-        except ray.exceptions.RayTaskError as exc:   # the host raised: a bug or a job it refused, not a node loss
-            item.errors.append(f"{host.info.address}: {_cause(exc)}")
-        except ray.exceptions.RayError as exc:       # the actor or its node is gone
+            self._lose(host, f"its actor did not answer for {TAKE_GRACE_S:.0f} s (jobs were sent to it)")
+        except ray.exceptions.RayError as exc:   # the actor or its node is gone
             self._lose(host, f"{type(exc).__name__}: {_cause(exc)}")
-        finally:
-            host.busy -= 1
-        item.attempts += 1 if result is None else result.attempts
-        item.tried.add(host.info.node_id)
-        if result is None:
-            item.errors.append(f"node {host.info.address}: {host.cause or 'failed'}")
-        elif result.infra_error:
-            item.errors.append(f"node {host.info.address}: {result.error}")
-        else:
-            host.done += 1
-            self._finish(item, result)
+        self._pump()   # its jobs, back in the queue, go to the other nodes
+
+    async def _drain(self, host: _Host) -> None:
+        """Collect the node's finished jobs while it is up. A node that stops answering, or finishes
+        nothing for longer than any job it holds may take (every attempt's limits), is lost and
+        its jobs go elsewhere: jobs run ``slots`` at a time, so a live node finishes one at least
+        that often."""
+        import ray
+
+        low_water = self.options.prefetch_for(host.info.slots) // 2
+        while host.up:
+            if not host.inflight:
+                host.wake.clear()
+                await host.wake.wait()
+                continue
+            try:
+                got = await _within(host.handle.take.remote(TAKE_WAIT_S, low_water, TAKE_LINGER_S),
+                                    TAKE_WAIT_S + TAKE_LINGER_S + TAKE_GRACE_S)
+            except asyncio.TimeoutError:
+                self._lose(host, f"its actor did not answer for {TAKE_WAIT_S + TAKE_GRACE_S:.0f} s (asked for results)")
+            except ray.exceptions.RayError as exc:
+                self._lose(host, f"{type(exc).__name__}: {_cause(exc)}")
+            else:
+                if got:
+                    host.progress_at = time.monotonic()
+                for tag, outcome in got:   # type: ignore[union-attr]
+                    self._settle(host, tag, outcome)
+                patience = max((item.patience_s for item in host.inflight.values()), default=0.0)
+                if host.inflight and time.monotonic() - host.progress_at > patience:
+                    self._lose(host, f"it finished no job in {patience:.0f} s (the limits of the jobs it "
+                                     "held, every retry included)")
             self._pump()
+
+    def _settle(self, host: _Host, tag: int, outcome: Outcome) -> None:
+        """One job's outcome from ``host``: its result, or another try (elsewhere) or infra_error."""
+        item = host.inflight.pop(tag, None)
+        if item is None:   # the node was lost meanwhile and the job rerouted
+            return
+        item.tried.add(host.info.node_id)
+        if isinstance(outcome, str):   # the host could not run it: a bug or a job it refused
+            item.attempts += 1
+            item.errors.append(f"{host.info.address}: {outcome}")
+        elif outcome.infra_error:
+            item.attempts += outcome.attempts
+            item.errors.append(f"node {host.info.address}: {outcome.error}")
+        else:
+            item.attempts += outcome.attempts
+            host.done += 1
+            self._finish(item, outcome)
             return
         self._retry_or_fail(item)
-        self._pump()
 
     def _retry_or_fail(self, item: _Item) -> None:
         untried = [h for h in self.hosts if h.up and h.info.node_id not in item.tried]
@@ -273,13 +340,22 @@ class FleetRouter:
         _deliver(item.batch, item.index, result)
 
     def _lose(self, host: _Host, cause: str) -> None:
-        if host.up:
-            host.up, host.cause = False, cause
-            log.warning("sandbox fleet: node %s (%s) is lost: %s; its jobs go to the other nodes (%d up)",
-                        host.info.address, host.info.node_id[:8], cause, sum(h.up for h in self.hosts))
-            import ray
+        """Mark ``host`` down and end its actor; each job it held gets another node or infra_error."""
+        if not host.up:
+            return
+        host.up, host.cause = False, cause
+        host.wake.set()   # its drain ends
+        log.warning("sandbox fleet: node %s (%s) is lost: %s; its jobs go to the other nodes (%d up)",
+                    host.info.address, host.info.node_id[:8], cause, sum(h.up for h in self.hosts))
+        import ray
 
-            ray.kill(host.handle)   # a hung actor on a live node must not keep containers running
+        ray.kill(host.handle)   # a hung actor on a live node must not keep containers running
+        held, host.inflight = list(host.inflight.values()), {}
+        for item in held:
+            item.attempts += 1
+            item.tried.add(host.info.node_id)
+            item.errors.append(f"node {host.info.address}: {cause}")
+            self._retry_or_fail(item)
 
     def _fail_queue(self) -> None:
         causes = "; ".join(f"{h.info.address}: {h.cause}" for h in self.hosts) or "none started"
@@ -323,6 +399,7 @@ class FleetRouter:
         for host in self.hosts:
             ray.kill(host.handle)
             host.up, host.cause = False, host.cause or "the fleet was shut down"
+            host.wake.set()   # its drain ends
 
 
 def _deliver(batch: _Batch, index: int, result: Result) -> None:
@@ -343,9 +420,9 @@ async def _within(ref: object, timeout_s: float) -> object:
     return await asyncio.wait_for(asyncio.ensure_future(ref), timeout_s)   # type: ignore[arg-type]
 
 
-def _deadline(job: Job, options: FleetOptions) -> float:
-    """How long a node may take for a job before it counts as hung: every attempt's limits, a slot wait, slack."""
-    return (options.retries + 1) * reply_timeout(job) * (1 + options.prefetch) + 30.0
+def _patience_s(job: Job, options: FleetOptions) -> float:
+    """How long a node may run ``job`` without an answer: every attempt's limits, and slack."""
+    return (options.retries + 1) * reply_timeout(job) + 30.0
 
 
 def _cause(exc: BaseException) -> str:
