@@ -182,6 +182,53 @@ def test_session_on_a_node(fleet):
         assert s.run("x + 1").value == "42"
 
 
+def one_grpo_step(sandbox, tmp_path):
+    """One GRPO step of the code env (programs judged in ``sandbox``) from the untrained tiny model."""
+    torch = pytest.importorskip("torch")
+    from accelerate.state import AcceleratorState
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from proctor.envs import EnvSuite, ListSource, Task, VerifiableEnv
+    from proctor.envs.code.verifier import CodeVerifier
+    from proctor.tiny_model import tiny_model_path
+    from proctor.trainer.config import GRPOConfig
+    from proctor.trainer.grpo import GRPOTrainer
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    torch.set_num_threads(1)
+    path = tiny_model_path(pretrain_steps=0)
+    # The completion is the program (one token: a digit or blank runs, most tokens do not), so
+    # seed 2's groups are a mix of passes and failures, every one a sandbox verdict.
+    tasks = [Task(id=f"c{i}", prompt=[{"role": "user", "content": f"What is {i} + 1?"}], answer=str(i + 1),
+                  data={"tests": "pass\n"}) for i in range(12)]
+    env = VerifiableEnv(ListSource(tasks), CodeVerifier(sandbox=sandbox, fallback="whole"))
+    config = GRPOConfig.from_flat(model=str(path), prompts_per_step=4, group_size=8, max_new_tokens=1,
+                                  max_steps=1, learning_rate=1e-3, micro_batch_size=32, seed=2,
+                                  output_dir=str(tmp_path))
+    trainer = GRPOTrainer(config, EnvSuite({"code": env}), AutoModelForCausalLM.from_pretrained(path),
+                          AutoTokenizer.from_pretrained(path))
+    row = trainer.train()[-1]
+    return row, {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+
+
+def test_grpo_step_on_the_fleet_equals_the_local_step(fleet, tmp_path):
+    """The same GRPO step of the code env, judged by the two-node fleet and by a local Sandbox:
+    the same verdicts, rewards, loss and updated weights, bit for bit."""
+    torch = pytest.importorskip("torch")
+    from proctor.sandbox import Sandbox
+
+    on_fleet, weights_fleet = one_grpo_step(fleet, tmp_path / "fleet")
+    with Sandbox(slots=2) as local:
+        on_local, weights_local = one_grpo_step(local, tmp_path / "local")
+    assert on_fleet["zero_signal_frac"] < 1.0 and on_fleet["reward_mean"] > 0   # the step learned something
+    assert on_fleet.get("infra_dropped", 0) == 0 and on_local.get("infra_dropped", 0) == 0
+    for key in ("reward_mean", "reward_std", "zero_signal_frac", "loss", "grad_norm", "env_code_reward"):
+        assert on_fleet[key] == on_local[key], (key, on_fleet[key], on_local[key])
+    assert weights_fleet.keys() == weights_local.keys()
+    for name, tensor in weights_fleet.items():
+        assert torch.equal(tensor, weights_local[name]), name
+
+
 @pytest.mark.slow
 def test_node_lost_mid_batch(fleet, cluster):
     """Node B is killed after 8 results of 48: each job gets its right verdict or infra_error, in order."""

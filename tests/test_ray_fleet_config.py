@@ -66,11 +66,10 @@ def test_unauthenticated_cluster_is_refused(docker_ready):
     assert "without token authentication" in line and "RAY_AUTH_MODE=token" in line, line
 
 
-def test_prefetch_default_and_refusals():
+def test_prefetch_refusals():
     from proctor.sandbox.fleet.options import FleetOptions
 
-    assert FleetOptions().prefetch_for(1) == 8 and FleetOptions().prefetch_for(32) == 32
-    assert FleetOptions(prefetch=0).prefetch_for(4) == 0
+    assert FleetOptions().prefetch is None and FleetOptions(prefetch=0).prefetch == 0   # None: the router adapts it
     for bad in (-1, 1.5, True, "4"):
         with pytest.raises(SandboxError, match="sandbox.prefetch must be an integer >= 0"):
             FleetOptions(prefetch=bad)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence, Union
 
@@ -100,14 +99,14 @@ class SandboxHost:
 
     def take(self, wait_s: float, low_water: int, linger_s: float) -> list[tuple[int, Outcome]]:
         """Outcomes finished since the last call. Waits up to ``wait_s`` for the first, then
-        returns once at most ``low_water`` submitted jobs still wait for a slot (the router
-        refills the queue before it runs dry), nothing runs, or ``linger_s`` has passed."""
+        returns once at most ``low_water`` submitted jobs still wait for a slot (so the router
+        refills the queue before it runs dry; -1: it has nothing to refill with), once no job
+        is left here (a batch's last result is never held back), or after ``linger_s``."""
         with self._changed:
             self._changed.wait_for(lambda: self._done, timeout=wait_s)
             if self._done:
-                until = time.monotonic() + linger_s
-                self._changed.wait_for(lambda: (self._waiting <= low_water or not self._running
-                                                or time.monotonic() >= until),
+                self._changed.wait_for(lambda: (self._waiting <= low_water
+                                                or not (self._waiting or self._running)),
                                        timeout=linger_s)
             done, self._done = self._done, []
         return done

@@ -23,9 +23,10 @@ class FleetOptions:
     ``retries``: extra attempts on the same node after an infrastructure error (the node's
     `Sandbox` makes them). ``reroutes``: further tries on another node when a node is lost
     mid-job or its attempts all ended ``infra_error``; after them the job is ``infra_error``.
-    ``prefetch``: jobs sent to a node beyond its slots (default: its slots, at least 8), so
-    a node never idles for a round trip and results come back several per call; they wait
-    on the node for a slot (the budget of jobs running stays ``slots``).
+    ``prefetch``: jobs sent to a node beyond its slots, so a node never idles for a round
+    trip and results come back many per call; they wait on the node for a slot (the budget
+    of jobs running stays ``slots``). Default: what the node finishes in a quarter of a
+    second at its measured pace, at least its slots (router.py).
     ``cache``: one verdict cache for the whole fleet, in the router (``cache_entries``
     results in memory; ``cache_dir``: also on a directory the router's node can write).
     ``allow_unauthenticated``: run host actors (which hold the node's Docker socket) on a
@@ -61,11 +62,6 @@ class FleetOptions:
                                f"got {self.startup_check!r}")
         if not self.resource or not isinstance(self.resource, str):
             raise SandboxError(f"sandbox.resource must name a Ray resource, got {self.resource!r}")
-
-
-    def prefetch_for(self, slots: int) -> int:
-        """Jobs sent to a node of ``slots`` slots beyond them."""
-        return max(slots, 8) if self.prefetch is None else self.prefetch
 
 
 @dataclass(frozen=True)

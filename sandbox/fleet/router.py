@@ -37,8 +37,14 @@ from .options import FleetInfo, FleetOptions, HostInfo, HostState
 log = logging.getLogger("proctor.sandbox.fleet")
 START_TIMEOUT_S = 600.0   # a host's first start may build images (auto_build)
 TAKE_WAIT_S = 1.0         # a drain's long poll when nothing has finished on its node
-TAKE_LINGER_S = 0.05      # ... and how long a reply may wait to carry more results (host.take)
+TAKE_LINGER_S = 0.25      # ... and how long a reply may wait to carry more results (host.take)
 TAKE_GRACE_S = 30.0       # a take unanswered this long past its wait: the node is hung
+# Default prefetch: about this many seconds of a node's work wait there beyond its slots.
+# Deep enough that each take and submit call carries many jobs (a Ray call costs the router
+# ~1.5 ms of CPU on a 2-core VM), shallow enough that a batch's tail is not stuck queued on one
+# node while another idles.
+QUEUE_S = 0.25
+MAX_PREFETCH = 256
 
 
 @dataclass(eq=False)
@@ -50,6 +56,7 @@ class _Host:
     cause: str = ""
     inflight: dict = field(default_factory=dict)   # tag -> _Item sent to this node, not yet back
     progress_at: float = 0.0   # time.monotonic() of its last result, or of being sent jobs while idle
+    rate: float = 0.0          # jobs it finishes per second while busy (moving average)
     wake: asyncio.Event = field(default_factory=asyncio.Event)   # jobs were sent: the drain polls
 
     @property
@@ -252,11 +259,17 @@ class FleetRouter:
             host.wake.set()
 
     def _free_host(self, item: _Item) -> Optional[_Host]:
-        room = [h for h in self.hosts if h.up and h.busy < h.info.slots + self.options.prefetch_for(h.info.slots)]
+        room = [h for h in self.hosts if h.up and h.busy < h.info.slots + self._prefetch(h)]
         if not room:
             return None
         # Not a node the job already failed on, then the least loaded.
         return min(room, key=lambda h: (h.info.node_id in item.tried, h.busy / h.info.slots))
+
+    def _prefetch(self, host: _Host) -> int:
+        """Jobs sent to ``host`` beyond its slots: the option, or QUEUE_S of its measured pace."""
+        if self.options.prefetch is not None:
+            return self.options.prefetch
+        return max(host.info.slots, min(MAX_PREFETCH, int(host.rate * QUEUE_S)))
 
     def _spawn(self, coroutine: object) -> None:
         task = asyncio.ensure_future(coroutine)   # type: ignore[arg-type]
@@ -282,13 +295,16 @@ class FleetRouter:
         that often."""
         import ray
 
-        low_water = self.options.prefetch_for(host.info.slots) // 2
         while host.up:
             if not host.inflight:
                 host.wake.clear()
                 await host.wake.wait()
                 continue
             try:
+                # With jobs queued here, the host answers when half its prefetch has started, to be
+                # refilled; with none, it gathers results for up to TAKE_LINGER_S (the last of a batch
+                # comes at once: host.take).
+                low_water = self._prefetch(host) // 2 if self.queue else -1
                 got = await _within(host.handle.take.remote(TAKE_WAIT_S, low_water, TAKE_LINGER_S),
                                     TAKE_WAIT_S + TAKE_LINGER_S + TAKE_GRACE_S)
             except asyncio.TimeoutError:
@@ -297,7 +313,10 @@ class FleetRouter:
                 self._lose(host, f"{type(exc).__name__}: {_cause(exc)}")
             else:
                 if got:
-                    host.progress_at = time.monotonic()
+                    now = time.monotonic()
+                    pace = len(got) / max(now - host.progress_at, 1e-3)   # type: ignore[arg-type]
+                    host.rate = pace if not host.rate else 0.7 * host.rate + 0.3 * pace
+                    host.progress_at = now
                 for tag, outcome in got:   # type: ignore[union-attr]
                     self._settle(host, tag, outcome)
                 patience = max((item.patience_s for item in host.inflight.values()), default=0.0)
