@@ -182,6 +182,42 @@ def test_session_on_a_node(fleet):
         assert s.run("x + 1").value == "42"
 
 
+@pytest.mark.slow
+def test_the_service_runs_on_the_fleet(fleet, cluster, tmp_path):
+    """``proctor sandbox serve --ray-address``: /run_code, /v1/jobs, sessions and /health go to the
+    fleet's nodes; the service shares the fleet (and its budget) with the other clients."""
+    import json as json_
+
+    from service_server import ServiceProcess
+
+    service = ServiceProcess(tmp_path, "--ray-address", cluster["cluster"].address)
+    try:
+        with service.client() as c:
+            health = c.get("/health").json()
+            assert health["status"] == "ok" and health["slots"] == 2, health
+            assert len(health["hosts"]) == 2 and all(h["up"] for h in health["hosts"].values()), health["hosts"]
+            assert all(v["python"]["present"] for v in health["images"].values()), health["images"]
+            r = c.post("/run_code", json={"language": "python", "code": "print(6 * 7)"}).json()
+            assert r["status"] == "Success" and r["run_result"]["stdout"] == "42\n", r
+            docs = [{"language": "python", "code": f"print('job {i}')\n", "tests": f"assert {i} % 3 != 0\n"}
+                    for i in range(500, 520)]
+            lines = [json_.loads(x) for x in c.post("/v1/jobs", json={"jobs": docs}).text.splitlines() if x.strip()]
+            results = [x for x in lines if "result" in x]
+            assert [x["index"] for x in results] == list(range(20))
+            for i, x in enumerate(results, 500):
+                assert x["result"]["status"] == truth(i) and f"job {i}\n" in x["result"]["stdout"], x
+            assert {x["result"]["host"] for x in results} == {"unix:///var/run/docker.sock", cluster["engine"].url}
+            sid = c.post("/v1/sessions", json={}).json()["id"]
+            assert c.post(f"/v1/sessions/{sid}/run", json={"code": "x = 41"}).json()["status"] == "ok"
+            assert c.post(f"/v1/sessions/{sid}/run", json={"code": "x + 1"}).json()["value"] == "42"
+            assert c.get(f"/v1/sessions/{sid}").json()["calls"] == 2
+            assert c.delete(f"/v1/sessions/{sid}").status_code == 204
+            assert "proctor_sandbox_pool_slots 2.0" in c.get("/metrics").text
+    finally:
+        service.stop()
+    check(fleet.run_many([job(i) for i in range(520, 524)]), first=520)   # the other client's fleet lives on
+
+
 def one_grpo_step(sandbox, tmp_path):
     """One GRPO step of the code env (programs judged in ``sandbox``) from the untrained tiny model."""
     torch = pytest.importorskip("torch")

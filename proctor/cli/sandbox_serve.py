@@ -24,6 +24,9 @@ def serve(
     runtime: Annotated[Optional[str], typer.Option(help="OCI runtime, e.g. runsc (gVisor).")] = None,
     docker_host: Annotated[Optional[list[str]], typer.Option(
         help="Docker engine URL(s) (unix://, ssh://, tcp:// with TLS); default: the local engine.")] = None,
+    ray_address: Annotated[Optional[str], typer.Option(
+        help="Run the jobs on this Ray cluster's sandbox fleet ('auto': the cluster this machine is in; "
+             "docs/ray.md) instead of a local pool.")] = None,
     warm: Annotated[list[str], typer.Option(help="Languages whose containers start before serving.")]
     = ["python"],   # noqa: B006 (typer reads the default)
     max_pending: Annotated[int, typer.Option(help="Jobs queued or running over all requests; 429 beyond.")] = 256,
@@ -49,7 +52,7 @@ def serve(
         err.print(f"[bold]proctor sandbox serve[/bold] on http://{host}:{port} "
                   f"({'token required' if token else 'no token: loopback only'})")
         run_service(host, port, settings, pool_size=pool_size, runtime=runtime, docker_hosts=docker_host,
-                    warm=warm, log_level=log_level)
+                    warm=warm, log_level=log_level, ray_address=ray_address)
     except SandboxError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None

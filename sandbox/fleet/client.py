@@ -136,6 +136,10 @@ class RaySandbox:
     def stats(self) -> dict:
         return self._ray.get(self._router.stats.remote(), timeout=120)
 
+    def images(self) -> dict:
+        """The sandbox images on each node that is up: {node: {image name: {present, ref}}}."""
+        return self._ray.get(self._router.images.remote(), timeout=120)
+
     def cache_stats(self) -> Optional[dict]:
         """The fleet-wide verdict cache's counters (`CacheStats` fields), or None without a cache."""
         return self._ray.get(self._router.cache_stats.remote(), timeout=60)

@@ -114,6 +114,12 @@ class SandboxHost:
     def warmup(self, languages: Sequence[str], limits: Optional[Limits]) -> None:
         self.sandbox.warmup(languages, limits=limits)
 
+    def images(self) -> dict:
+        """{image name: {present, ref}} on this node's engine."""
+        from ..images import image_status
+
+        return {s.name: {"present": s.present, "ref": s.ref} for s in image_status(self.sandbox.pools[0].client)}
+
     def stats(self) -> dict:
         with self._changed:
             jobs = {"waiting": self._waiting, "running": self._running}

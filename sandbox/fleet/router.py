@@ -409,6 +409,13 @@ class FleetRouter:
         return {f"{h.info.address}/{h.info.node_id[:8]}": (a if not isinstance(a, BaseException) else {"error": _cause(a)})
                 for h, a in zip(up, answers)}
 
+    async def images(self) -> dict:
+        """Each node's images ({node: {image name: {present, ref}}}, or {"error": ...})."""
+        up = [h for h in self.hosts if h.up]
+        answers = await asyncio.gather(*(_within(h.handle.images.remote(), 60.0) for h in up), return_exceptions=True)
+        return {f"{h.info.address}/{h.info.node_id[:8]}": (a if not isinstance(a, BaseException) else {"error": _cause(a)})
+                for h, a in zip(up, answers)}
+
     async def shutdown(self) -> None:
         """Close every host (its sessions and containers), then end their actors."""
         import ray

@@ -20,6 +20,8 @@ class FleetSession:
     def __init__(self, handle: Any, session_id: str, language: str, limits: SessionLimits, node: str) -> None:
         self._handle, self.id, self.language, self.limits, self.node = handle, session_id, language, limits, node
         self._reason: Optional[str] = None
+        self.calls = 0            # cells run through this handle
+        self.cpu_spent_s = 0.0    # their CPU seconds (what the session's budget_s counts)
 
     def __enter__(self) -> "FleetSession":
         return self
@@ -31,13 +33,21 @@ class FleetSession:
     def closed(self) -> bool:
         return self._reason is not None
 
+    @property
+    def close_reason(self) -> Optional[str]:
+        """None while open (as far as this handle knows); then "closed" or "lost" (its node)."""
+        return self._reason
+
     def run(self, code: str, *, limits: Optional[SessionLimits] = None) -> CellResult:
         import ray
 
         self._check_open()
         t0 = time.monotonic()
         try:
-            return ray.get(self._handle.session_run.remote(self.id, code, limits))
+            result: CellResult = ray.get(self._handle.session_run.remote(self.id, code, limits))
+            self.calls += 1
+            self.cpu_spent_s += result.cpu_s
+            return result
         except ray.exceptions.RayTaskError as exc:
             if isinstance(exc.cause, SessionClosed):
                 self._reason = "closed"

@@ -24,8 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from ..errors import BadJob, InfraError, SessionClosed
-from ..images import image_status
-from ..sandbox import Sandbox
+from ..runner import JobRunner
 from .admission import Full
 from .jupyter import RunJupyterRequest, RunJupyterResponse, run_cells
 from .native import router as native_router
@@ -33,6 +32,7 @@ from .run_code import (RunCodeRequest, RunCodeResponse, RunStatus, UnsupportedLa
                        response_of)
 from .settings import ServiceSettings
 from .state import ServiceState, UnknownSession, now
+from .status import status_of
 
 OPEN_PATHS = ("/v1/ping",)
 SWEEP_EVERY_S = 1.0
@@ -109,9 +109,10 @@ def replay(messages: list[dict], receive: Any) -> Any:
     return receive_next
 
 
-def create_app(sandbox: Sandbox, settings: ServiceSettings) -> FastAPI:
-    """The service over ``sandbox`` (which the caller closes); sessions it opened close with the app."""
-    state = ServiceState(sandbox, settings)
+def create_app(sandbox: JobRunner, settings: ServiceSettings) -> FastAPI:
+    """The service over ``sandbox``, a `Sandbox` or the Ray fleet's `RaySandbox` (the caller closes
+    it); sessions it opened close with the app."""
+    state = ServiceState(sandbox, status_of(sandbox), settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -221,15 +222,11 @@ def add_status_routes(app: FastAPI, state: ServiceState) -> None:
 
 
 def health_doc(state: ServiceState) -> dict:
-    sandbox = state.sandbox
     state.sweep_sessions()
-    hosts = {name: {"up": h.up, "cause": h.cause, "fix": h.fix} for name, h in sandbox.health().items()}
-    images = state.cached("images", IMAGES_TTL_S, lambda: {
-        pool.host: {s.name: {"present": s.present, "ref": s.ref} for s in image_status(pool.client)}
-        for pool in sandbox.pools})
-    up = any(h["up"] for h in hosts.values())
-    return {"status": "ok" if up else "down", "runtime": sandbox.runtime or "default",
-            "slots": sandbox.slots, "pool": sandbox.stats(), "hosts": hosts, "images": images,
+    summary = state.status.summary()
+    images = state.cached("images", IMAGES_TTL_S, state.status.images)
+    up = any(h["up"] for h in summary["hosts"].values())
+    return {"status": "ok" if up else "down", **summary, "images": images,
             "queue": {"pending": state.admission.pending, "max": state.settings.max_pending},
             "sessions": {"open": state.admission.sessions, "max": state.settings.max_sessions}}
 

@@ -20,7 +20,8 @@ from typing import Any, Callable, Dict, List, Optional
 from pydantic import BaseModel, Field
 
 from ..errors import InfraError, SessionClosed
-from ..session import CellResult, Session, SessionLimits
+from ..session import CellResult, SessionLimits
+from .status import ServedSession
 from .run_code import CommandRunResult, CommandRunStatus, RunStatus, memory_mb
 
 MIN_CELL_S = 0.05
@@ -74,7 +75,7 @@ def session_limits(req: RunJupyterRequest, base: SessionLimits, default_memory_m
                          budget_s=req.total_timeout)
 
 
-def run_cells(req: RunJupyterRequest, open_session: Callable[[SessionLimits], Session],
+def run_cells(req: RunJupyterRequest, open_session: Callable[[SessionLimits], ServedSession],
               base: SessionLimits, default_memory_mb: int) -> RunJupyterResponse:
     """Run the request's cells in a new session (closed at the end). Blocking: call it from a worker thread."""
     limits = session_limits(req, base, default_memory_mb)

@@ -29,7 +29,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from ..errors import BadJob, InfraError, SessionClosed
-from ..session import Session
+from .status import ServedSession
 from ..types import Job, Limits, Result
 from ..wire import (cell_to_dict, job_from_dict, limits_from_dict, optional_str, result_to_dict,
                     session_limits_from_dict, _files)
@@ -158,7 +158,7 @@ async def warmup(request: Request) -> Response:
 
 # --------------------------------------------------------------------------- sessions
 
-def session_doc(session: Session) -> dict:
+def session_doc(session: ServedSession) -> dict:
     return {"id": session.id, "language": session.language, "closed": session.closed,
             "close_reason": session.close_reason, "calls": session.calls, "cpu_spent_s": round(session.cpu_spent_s, 6),
             "limits": {k: getattr(session.limits, k) for k in session.limits.__dataclass_fields__}}
@@ -175,7 +175,7 @@ async def open_session(request: Request) -> dict:
     return session_doc(session)
 
 
-def find(request: Request, session_id: str) -> Session:
+def find(request: Request, session_id: str) -> ServedSession:
     return state_of(request).session(session_id)
 
 

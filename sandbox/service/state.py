@@ -14,11 +14,12 @@ from typing import Any, Callable, Optional, TypeVar
 import anyio
 
 from ..errors import SessionClosed
-from ..sandbox import Sandbox
-from ..session import Session, SessionLimits, closed_message
+from ..runner import JobRunner
+from ..session import SessionLimits, closed_message
 from .admission import Admission
 from .metrics import Metrics
 from .settings import ServiceSettings
+from .status import SandboxStatus, ServedSession
 
 T = TypeVar("T")
 
@@ -28,16 +29,16 @@ class UnknownSession(LookupError):
 
 
 class ServiceState:
-    def __init__(self, sandbox: Sandbox, settings: ServiceSettings) -> None:
-        self.sandbox = sandbox
+    def __init__(self, sandbox: JobRunner, status: SandboxStatus, settings: ServiceSettings) -> None:
+        self.sandbox, self.status = sandbox, status
         self.settings = settings
         self.admission = Admission(settings.max_pending, settings.max_sessions)
         self.metrics = Metrics()
         self.metrics.queue_max.set(settings.max_pending)
-        self.metrics.slots.set(sandbox.slots)
+        self.metrics.slots.set(status.gauges().slots)
         # Worker threads: every admitted job may wait in one, and every session call.
         self.limiter = anyio.CapacityLimiter(settings.max_pending + settings.max_sessions + 8)
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, ServedSession] = {}
         self._lock = threading.Lock()
         self._cache: dict[str, tuple[float, Any]] = {}
 
@@ -53,7 +54,7 @@ class ServiceState:
         return await anyio.to_thread.run_sync(fn, *args, limiter=self.limiter)
 
     # ------------------------------------------------------------------ sessions
-    def open_session(self, language: str, limits: Optional[SessionLimits]) -> Session:
+    def open_session(self, language: str, limits: Optional[SessionLimits]) -> ServedSession:
         """A new session counted against max_sessions (Full when there is no room). Blocking."""
         self.admission.take_session()
         try:
@@ -66,7 +67,7 @@ class ServiceState:
         self.metrics.sessions.set(self.admission.sessions)
         return session
 
-    def session(self, session_id: str) -> Session:
+    def session(self, session_id: str) -> ServedSession:
         """The open session of this id: UnknownSession when there is none, SessionClosed when it has ended."""
         with self._lock:
             session = self.sessions.get(session_id)
@@ -77,14 +78,14 @@ class ServiceState:
             raise SessionClosed(closed_message(session.id, session.close_reason or "closed"))
         return session
 
-    def forget(self, session: Session) -> None:
+    def forget(self, session: ServedSession) -> None:
         with self._lock:
             if self.sessions.pop(session.id, None) is None:
                 return
         self.admission.give_session()
         self.metrics.sessions.set(self.admission.sessions)
 
-    def close_session(self, session: Session) -> None:
+    def close_session(self, session: ServedSession) -> None:
         session.close()
         self.forget(session)
 
@@ -97,14 +98,13 @@ class ServiceState:
         return len(ended)
 
     def refresh_gauges(self) -> None:
-        stats = self.sandbox.stats()
+        gauges = self.status.gauges()
         self.metrics.queue.set(self.admission.pending)
         self.metrics.sessions.set(self.admission.sessions)
-        self.metrics.idle.set(sum(int(h.get("idle", 0)) for h in stats.values()))   # type: ignore[union-attr]
-        self.metrics.hosts_up.set(sum(1 for h in stats.values() if h.get("up")))     # type: ignore[union-attr]
-        cache = self.sandbox.cache
-        if cache is not None:
-            self.metrics.cache_hits.set(cache.stats().saved)
+        self.metrics.slots.set(gauges.slots)
+        self.metrics.idle.set(gauges.idle)
+        self.metrics.hosts_up.set(gauges.hosts_up)
+        self.metrics.cache_hits.set(gauges.cache_saved)
 
     def close(self) -> None:
         with self._lock:
