@@ -85,6 +85,18 @@ class DataConfig:
 
 
 @dataclass(config=_STRICT)
+class RayEnginesConfig:
+    """Rollout engines on a Ray cluster (trainer/serve/ray_engines.py) instead of typed URLs."""
+
+    address: str = "auto"                     # the cluster ("auto": the one this machine is in)
+    engines: int = 0                          # start this many for the run; 0: use those running as `name`
+    name: str = "proctor-rollout"             # engines are the actors <name>-0, <name>-1, ...
+    gpus_per_engine: float = 1.0              # each engine's placement-group bundle (0: CPU-only cluster)
+    cpus_per_engine: float = 1.0
+    start_timeout_s: float = 600.0
+
+
+@dataclass(config=_STRICT)
 class VLLMConfig:
     sync_every: int = 1                       # push weights to the engine every k optimizer steps
     lora_sync: Literal["adapter", "merged"] = "adapter"   # LoRA: push the adapter, or W + BA
@@ -92,6 +104,7 @@ class VLLMConfig:
     sleep_level: Literal[1, 2] = 1            # 1: offload weights to CPU; 2: drop them (a full sync follows)
     gpu_memory_utilization: float = 0.3       # colocated: the engine's share, the learner keeps the rest
     server_urls: list[str] = field(default_factory=list)   # one per data-parallel engine
+    ray: Optional[RayEnginesConfig] = None    # engines on a Ray cluster, found or started by name
     server_args: list[str] = field(default_factory=list)   # extra `proctor serve` flags for a started one
     bucket_mb: float = 256.0                  # weight-transfer bucket size
     timeout_s: float = 600.0                  # per generate call
@@ -341,6 +354,11 @@ def _problems(c: RunConfig) -> list[str]:
         problems.append("objective.beta and objective.entropy_coef must be >= 0")
     if not 0 < o.epsilon_low < 1:
         problems.append(f"objective.epsilon_low must be in (0, 1) (got {o.epsilon_low})")
+    if r.vllm.ray is not None and r.vllm.server_urls:
+        problems.append("rollout.vllm.ray and rollout.vllm.server_urls both name engines: keep one")
+    if r.vllm.ray is not None and (r.vllm.ray.engines < 0 or r.vllm.ray.gpus_per_engine < 0
+                                   or r.vllm.ray.cpus_per_engine <= 0):
+        problems.append("rollout.vllm.ray: engines and gpus_per_engine must be >= 0, cpus_per_engine > 0")
     if r.max_staleness < 1 or r.vllm.sync_every < 1:
         problems.append("rollout.max_staleness and rollout.vllm.sync_every must be >= 1")
     if not 0 < c.optim.max_infra_frac <= 1:

@@ -68,15 +68,17 @@ def _server_generator(rollout: RolloutConfig, learner: Any, tokenizer: Any, run_
     from .vllm_server import VLLMServerGenerator
 
     urls = list(v.server_urls)
-    started: Optional[ManagedServer] = None
-    if not urls:   # none named: one of our own, for this run
-        args = list(v.server_args)
-        if "--logprobs-mode" not in args:
-            args += ["--logprobs-mode", logprobs_mode(run_sampling(rollout))]
-        if "--seed" not in args:
-            args += ["--seed", str(seed)]
-        if "--enable-lora" not in args and lora_rank > 0 and v.lora_sync == "adapter":
-            args += ["--enable-lora", "--max-lora-rank", str(lora_rank)]
+    started: Optional[Any] = None   # what this run started, closed with it: a ManagedServer or RayEngines
+    args = list(v.server_args)
+    if "--logprobs-mode" not in args:
+        args += ["--logprobs-mode", logprobs_mode(run_sampling(rollout))]
+    if "--seed" not in args:
+        args += ["--seed", str(seed)]
+    if "--enable-lora" not in args and lora_rank > 0 and v.lora_sync == "adapter":
+        args += ["--enable-lora", "--max-lora-rank", str(lora_rank)]
+    if v.ray is not None:
+        urls, started = _ray_engines(v.ray, learner.name_or_path, args, run_dir)
+    elif not urls:   # none named: one of our own, for this run
         started = ManagedServer(learner.name_or_path, run_dir / "vllm_server.log", extra_args=args)
         urls = [started.url]
     # Several training processes on the same named servers: the main one pushes weights.
@@ -100,6 +102,25 @@ def _server_generator(rollout: RolloutConfig, learner: Any, tokenizer: Any, run_
             started.close()
 
     return Engine(gen, close, transfer=gen)
+
+
+def _ray_engines(ray_cfg: Any, model: str, args: list[str], run_dir: Path) -> tuple[list[str], Optional[Any]]:
+    """URLs of the engines on the cluster: started for this run (``engines`` > 0), or found by name."""
+    from ..serve.errors import ServerUnreachable
+    from ..serve.ray_engines import EngineBundle, RayEngines, find_engines
+
+    if ray_cfg.engines > 0:
+        engines = RayEngines.start(model, ray_cfg.engines, address=ray_cfg.address, name=ray_cfg.name,
+                                   bundle=EngineBundle(ray_cfg.gpus_per_engine, ray_cfg.cpus_per_engine),
+                                   args=args, log_dir=str(run_dir / "engines"),
+                                   start_timeout_s=ray_cfg.start_timeout_s)
+        return engines.urls, engines
+    urls = find_engines(ray_cfg.name, address=ray_cfg.address)
+    if not urls:
+        raise ServerUnreachable(f"no rollout engines named {ray_cfg.name!r} run on the Ray cluster at "
+                                f"{ray_cfg.address!r}: start them (`proctor serve MODEL --ray-engines N`), or set "
+                                "rollout.vllm.ray.engines to start them for this run")
+    return urls, None
 
 
 __all__ = ["Engine", "make_engine", "run_sampling", "use_sleep"]
