@@ -89,3 +89,16 @@ def test_no_held_out_question_is_in_the_tool_corpus():
     questions = {p.split("<|im_start|>user\nWhat is ")[1].split("?")[0] for p, _ in pairs}
     assert len(questions) == 300
     assert not any(in_eval_partition(question_key(q), HELDOUT_FRACTION) for q in questions)
+
+
+def test_the_corpus_calls_the_tool_on_a_quarter_of_the_questions():
+    """Recipe 3: a quarter of the first replies are a call (at a half, greedy decoding called on 92 % of
+    held-out questions and the demo had little left to learn); every question teaches the copy."""
+    from proctor.tiny_tools import DIRECT_SHARE
+
+    pairs = tool_pairs(0, HELDOUT_FRACTION, EOS_TOKEN, n=2000)
+    first = [reply for prompt, reply in pairs if "<|im_start|>tool" not in prompt]   # no result yet
+    calls = sum(reply.startswith("<tool_call>") for reply in first)
+    assert DIRECT_SHARE == 0.75 and len(first) == 2000
+    assert 0.22 < calls / len(first) < 0.28, calls / len(first)
+    assert len(pairs) - len(first) == 2000   # the copy after a result, on every question
