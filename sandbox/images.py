@@ -197,6 +197,11 @@ def image_status(client: docker.DockerClient) -> list[ImageStatus]:
     return out
 
 
+def image_status_doc(client: docker.DockerClient) -> dict[str, dict]:
+    """`image_status` as plain data, as /health reports it: {image name: {present, ref}}."""
+    return {s.name: {"present": s.present, "ref": s.ref} for s in image_status(client)}
+
+
 def stale_tags(client: docker.DockerClient) -> list[str]:
     """Every proctor/* tag (images and base) that the current inputs no longer hash to."""
     current = {base_ref(), *(image_ref(n) for n in IMAGE_NAMES)}

@@ -116,9 +116,9 @@ class SandboxHost:
 
     def images(self) -> dict:
         """{image name: {present, ref}} on this node's engine."""
-        from ..images import image_status
+        from ..images import image_status_doc
 
-        return {s.name: {"present": s.present, "ref": s.ref} for s in image_status(self.sandbox.pools[0].client)}
+        return image_status_doc(self.sandbox.pools[0].client)
 
     def stats(self) -> dict:
         with self._changed:

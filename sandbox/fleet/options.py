@@ -74,6 +74,11 @@ class HostInfo:
     slots: int
     pool: str = ""        # the `Sandbox.pool_id` its containers are labelled with (proctor.pool)
 
+    @property
+    def label(self) -> str:
+        """How reports name the node: its address and the start of its Ray node id."""
+        return f"{self.address}/{self.node_id[:8]}"
+
 
 @dataclass(frozen=True)
 class HostState:

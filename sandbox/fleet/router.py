@@ -24,7 +24,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field, fields
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from .. import images
 from ..cache import Claim, VerdictCache, job_key
@@ -404,16 +404,18 @@ class FleetRouter:
         return host.handle, host.info
 
     async def stats(self) -> dict:
-        up = [h for h in self.hosts if h.up]
-        answers = await asyncio.gather(*(_within(h.handle.stats.remote(), 30.0) for h in up), return_exceptions=True)
-        return {f"{h.info.address}/{h.info.node_id[:8]}": (a if not isinstance(a, BaseException) else {"error": _cause(a)})
-                for h, a in zip(up, answers)}
+        return await self._ask_hosts(lambda handle: handle.stats.remote(), 30.0)
 
     async def images(self) -> dict:
         """Each node's images ({node: {image name: {present, ref}}}, or {"error": ...})."""
+        return await self._ask_hosts(lambda handle: handle.images.remote(), 60.0)
+
+    async def _ask_hosts(self, call: Callable[[object], object], timeout_s: float) -> dict:
+        """{node label: what ``call(host actor)`` answered, or {"error": ...}} for every node up."""
         up = [h for h in self.hosts if h.up]
-        answers = await asyncio.gather(*(_within(h.handle.images.remote(), 60.0) for h in up), return_exceptions=True)
-        return {f"{h.info.address}/{h.info.node_id[:8]}": (a if not isinstance(a, BaseException) else {"error": _cause(a)})
+        answers = await asyncio.gather(*(_within(call(h.handle), timeout_s) for h in up),
+                                       return_exceptions=True)
+        return {h.info.label: (a if not isinstance(a, BaseException) else {"error": _cause(a)})
                 for h, a in zip(up, answers)}
 
     async def shutdown(self) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Protocol, Sequence, Union
 
-from ..images import image_status
+from ..images import image_status_doc
 from ..sandbox import Sandbox
 from ..session import CellResult, SessionLimits
 
@@ -72,8 +72,7 @@ class LocalStatus:
                 "pool": self.sandbox.stats(), "hosts": hosts}
 
     def images(self) -> dict:
-        return {pool.host: {s.name: {"present": s.present, "ref": s.ref} for s in image_status(pool.client)}
-                for pool in self.sandbox.pools}
+        return {pool.host: image_status_doc(pool.client) for pool in self.sandbox.pools}
 
     def gauges(self) -> Gauges:
         stats = self.sandbox.stats().values()
@@ -91,7 +90,7 @@ class FleetStatus:
 
     def summary(self) -> dict:
         info = self.fleet.health()
-        hosts = {_node(h.info.address, h.info.node_id): {
+        hosts = {h.info.label: {
             "up": h.up, "cause": h.cause,
             "fix": "" if h.up else "restart the node's dockerd and Ray worker; new clients of the fleet use it"}
             for h in info.hosts}
@@ -120,10 +119,6 @@ def status_of(runner: Union[Sandbox, "RaySandbox"]) -> SandboxStatus:
     if isinstance(runner, RaySandbox):
         return FleetStatus(runner)
     raise TypeError(f"the service runs on a Sandbox or a RaySandbox, not a {type(runner).__name__}")
-
-
-def _node(address: str, node_id: str) -> str:
-    return f"{address}/{node_id[:8]}"
 
 
 __all__ = ["FleetStatus", "Gauges", "LocalStatus", "SandboxStatus", "ServedSession", "status_of"]
