@@ -120,9 +120,13 @@ def test_config_selects_the_fleet(cluster, fleet):
 def test_order_verdicts_and_both_nodes(fleet, cluster):
     # Early jobs sleep longer, so later ones finish first: order must come from the client.
     jobs = [job(i, 0.4 if i < 4 else 0.0) for i in range(40)]
+    before = fleet.traffic()
     results = fleet.run_many(jobs)
     assert len(results) == 40
     check(results)
+    moved = {k: v - before.get(k, 0) for k, v in fleet.traffic().items()}
+    assert moved["jobs"] == moved["results"] == 40, moved   # every job went to a node and came back once
+    assert moved.get("node exchange", 0) + moved.get("node submit", 0) < 40, moved   # jobs travel in batches
     hosts = {r.host for r in results}
     assert hosts == {"unix:///var/run/docker.sock", cluster["engine"].url}, hosts
     again = fleet.run_many(jobs)   # the fleet's verdict cache: none runs twice

@@ -140,6 +140,10 @@ class RaySandbox:
         """The sandbox images on each node that is up: {node: {image name: {present, ref}}}."""
         return self._ray.get(self._router.images.remote(), timeout=120)
 
+    def traffic(self) -> dict[str, int]:
+        """The router's counters since it started: jobs, results, and actor calls by kind."""
+        return self._ray.get(self._router.traffic_stats.remote(), timeout=60)
+
     def cache_stats(self) -> Optional[dict]:
         """The fleet-wide verdict cache's counters (`CacheStats` fields), or None without a cache."""
         return self._ray.get(self._router.cache_stats.remote(), timeout=60)

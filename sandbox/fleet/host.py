@@ -9,7 +9,8 @@ Jobs travel in batches, not one actor call each (a Ray call costs the router abo
 millisecond of CPU, more than routing the job): ``submit`` queues tagged jobs on the
 node's slots, and ``take`` hands back the finished ones, waiting until enough of the
 queue has drained that one reply carries several results, never so long that the
-node's slots run dry.
+node's slots run dry. ``exchange`` is both in one call: the router sends each refill
+with its next take.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class SandboxHost:
         self._changed = threading.Condition()
         self._waiting = 0    # submitted, not started: they wait for one of the slots
         self._running = 0
+        self._low_water = -1   # that of the take waiting now: it is woken only when it may answer
 
     def describe(self) -> HostInfo:
         return self.info
@@ -95,7 +97,15 @@ class SandboxHost:
         with self._changed:
             self._running -= 1
             self._done.append((tag, outcome))
-            self._changed.notify_all()
+            if len(self._done) == 1 or self._waiting <= self._low_water or not (self._waiting or self._running):
+                self._changed.notify_all()
+
+    def exchange(self, jobs: Sequence[tuple[int, Job]], wait_s: float, low_water: int,
+                 linger_s: float) -> list[tuple[int, Outcome]]:
+        """``submit(jobs)``, then ``take(...)``: the router's usual call, one per refill."""
+        if jobs:
+            self.submit(jobs)
+        return self.take(wait_s, low_water, linger_s)
 
     def take(self, wait_s: float, low_water: int, linger_s: float) -> list[tuple[int, Outcome]]:
         """Outcomes finished since the last call. Waits up to ``wait_s`` for the first, then
@@ -103,6 +113,7 @@ class SandboxHost:
         refills the queue before it runs dry; -1: it has nothing to refill with), once no job
         is left here (a batch's last result is never held back), or after ``linger_s``."""
         with self._changed:
+            self._low_water = low_water
             self._changed.wait_for(lambda: self._done, timeout=wait_s)
             if self._done:
                 self._changed.wait_for(lambda: (self._waiting <= low_water

@@ -9,16 +9,20 @@ the job's limits) costs that job a try on another node, or an ``infra_error`` `R
 saying what happened: never a verdict the program did not earn.
 
 Clients submit jobs under a batch id and collect finished results, in any order; the
-client puts them back in job order (client.py). Hosts are fed the same way: one
-``submit`` call carries every job routed to a node in one pass, and one drain task per
-node long-polls ``take`` for finished results (host.py). Actor calls, not routing, are
-what a job costs here, so they are per batch, not per job. Everything here runs on the
-actor's one event loop, so no lock is needed.
+client puts them back in job order (client.py); a collect that has some results waits a
+little for more while the batch has many left. Hosts are fed the same way: one drain
+task per node long-polls the host's ``exchange``, which carries every job routed to the
+node since the last call and brings back the finished ones (host.py). A separate
+``submit`` goes only when the node may have a slot free and no call of the drain would
+bring it work in time. Actor calls, not routing, are what a job costs here, so they are
+per batch, not per job. Everything here runs on the actor's one event loop, so no lock
+is needed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 import time
@@ -39,11 +43,12 @@ START_TIMEOUT_S = 600.0   # a host's first start may build images (auto_build)
 TAKE_WAIT_S = 1.0         # a drain's long poll when nothing has finished on its node
 TAKE_LINGER_S = 0.25      # ... and how long a reply may wait to carry more results (host.take)
 TAKE_GRACE_S = 30.0       # a take unanswered this long past its wait: the node is hung
+COLLECT_LINGER_S = 0.1    # a collect with results waits this long for more while the batch has many left
 # Default prefetch: about this many seconds of a node's work wait there beyond its slots.
 # Deep enough that each take and submit call carries many jobs (a Ray call costs the router
 # ~1.5 ms of CPU on a 2-core VM), shallow enough that a batch's tail is not stuck queued on one
 # node while another idles.
-QUEUE_S = 0.25
+QUEUE_S = 0.5
 MAX_PREFETCH = 256
 
 
@@ -54,7 +59,9 @@ class _Host:
     up: bool = True
     done: int = 0
     cause: str = ""
-    inflight: dict = field(default_factory=dict)   # tag -> _Item sent to this node, not yet back
+    inflight: dict = field(default_factory=dict)   # tag -> _Item routed to this node, not yet back
+    outbox: list = field(default_factory=list)     # (tag, job) routed here, not yet sent: the next exchange takes them
+    taking: Optional[int] = None   # low water of the drain's exchange in flight (None: none in flight)
     progress_at: float = 0.0   # time.monotonic() of its last result, or of being sent jobs while idle
     rate: float = 0.0          # jobs it finishes per second while busy (moving average)
     wake: asyncio.Event = field(default_factory=asyncio.Event)   # jobs were sent: the drain polls
@@ -72,6 +79,7 @@ class _Batch:
     id: str
     ready: list = field(default_factory=list)    # (index, Result) not yet collected
     event: asyncio.Event = field(default_factory=asyncio.Event)
+    owed: int = 0    # jobs admitted whose results were not yet collected
     closed: bool = False
 
 
@@ -103,6 +111,8 @@ class FleetRouter:
         self._tasks: set[asyncio.Future] = set()
         self._start: Optional[asyncio.Task] = None
         self._tags = itertools.count()
+        # Actor calls by kind and jobs admitted: calls, not routing, are what a job costs here.
+        self.traffic: collections.Counter[str] = collections.Counter()
         normal_priority()
 
     # ------------------------------------------------------------------ clients
@@ -133,6 +143,11 @@ class FleetRouter:
     def info(self) -> FleetInfo:
         return FleetInfo(self.name, tuple(h.state() for h in self.hosts), tuple(self.failed))
 
+    def traffic_stats(self) -> dict[str, int]:
+        """Counters since the router started: ``jobs`` admitted, ``results`` taken from nodes, and
+        actor calls (``client submit``, ``client collect``, ``node submit``, ``node exchange``)."""
+        return dict(self.traffic)
+
     def cache_stats(self) -> Optional[dict]:
         if self.cache is None:
             return None
@@ -160,7 +175,7 @@ class FleetRouter:
             slots = self.options.slots_per_node or max(1, int(node["Resources"].get("CPU", 1)))
             handle = host_class.options(
                 num_cpus=0, resources={self.options.resource: 1}, max_restarts=0,
-                # Calls at once: submit, take, and one per session cell running (jobs run on the
+                # Calls at once: submit, exchange, and one per session cell running (jobs run on the
                 # host's own threads, one per slot).
                 max_concurrency=slots + 64,
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
@@ -187,22 +202,23 @@ class FleetRouter:
         batch = self.batches.get(batch_id)
         if batch is None:
             batch = self.batches[batch_id] = _Batch(batch_id)
+        self.traffic.update({"client submit": 1, "jobs": len(jobs)})
+        batch.owed += len(jobs)
         for index, job in enumerate(jobs, first):
             self._admit(batch, index, job)
         self._pump()
 
     async def collect(self, batch_id: str, wait_s: float) -> list[tuple[int, Result]]:
         """Results of the batch finished since the last call (any order); waits up to ``wait_s`` for one."""
+        self.traffic["client collect"] += 1
         batch = self.batches.get(batch_id)
         if batch is None:
             return []
-        if not batch.ready:
-            batch.event.clear()
-            try:
-                await asyncio.wait_for(batch.event.wait(), wait_s)
-            except asyncio.TimeoutError:
-                pass
+        await _ready(batch, 1, wait_s)
+        if batch.ready:   # more results in fewer calls; a small window or a batch's last ones come at once
+            await _ready(batch, (batch.owed + 1) // 2, COLLECT_LINGER_S)
         out, batch.ready = batch.ready, []
+        batch.owed -= len(out)
         return out
 
     def close_batch(self, batch_id: str) -> None:
@@ -255,8 +271,15 @@ class FleetRouter:
             host.inflight[tag] = item
             sends.setdefault(host, []).append((tag, item.job))
         for host, jobs in sends.items():
-            self._spawn(self._send(host, host.handle.submit.remote(jobs)))
-            host.wake.set()
+            host.outbox.extend(jobs)
+            if host.taking is None:
+                host.wake.set()   # its drain sends them now
+            elif host.taking < 0 or host.busy - len(host.outbox) < host.info.slots:
+                # The exchange in flight will not come back to be refilled (low water -1), or the node
+                # may have a free slot while it waits for its first result: send them now.
+                sent, host.outbox = host.outbox, []
+                self.traffic["node submit"] += 1
+                self._spawn(self._send(host, host.handle.submit.remote(sent)))
 
     def _free_host(self, item: _Item) -> Optional[_Host]:
         room = [h for h in self.hosts if h.up and h.busy < h.info.slots + self._prefetch(h)]
@@ -289,41 +312,51 @@ class FleetRouter:
         self._pump()   # its jobs, back in the queue, go to the other nodes
 
     async def _drain(self, host: _Host) -> None:
-        """Collect the node's finished jobs while it is up. A node that stops answering, or finishes
-        nothing for longer than any job it holds may take (every attempt's limits), is lost and
-        its jobs go elsewhere: jobs run ``slots`` at a time, so a live node finishes one at least
-        that often."""
-        import ray
-
+        """Feed the node and collect its finished jobs while it is up. A node that stops answering,
+        or finishes nothing for longer than any job it holds may take (every attempt's limits),
+        is lost and its jobs go elsewhere: jobs run ``slots`` at a time, so a live node finishes
+        one at least that often."""
         while host.up:
             if not host.inflight:
                 host.wake.clear()
                 await host.wake.wait()
                 continue
-            try:
-                # With jobs queued here, the host answers when half its prefetch has started, to be
-                # refilled; with none, it gathers results for up to TAKE_LINGER_S (the last of a batch
-                # comes at once: host.take).
-                low_water = self._prefetch(host) // 2 if self.queue else -1
-                got = await _within(host.handle.take.remote(TAKE_WAIT_S, low_water, TAKE_LINGER_S),
-                                    TAKE_WAIT_S + TAKE_LINGER_S + TAKE_GRACE_S)
-            except asyncio.TimeoutError:
-                self._lose(host, f"its actor did not answer for {TAKE_WAIT_S + TAKE_GRACE_S:.0f} s (asked for results)")
-            except ray.exceptions.RayError as exc:
-                self._lose(host, f"{type(exc).__name__}: {_cause(exc)}")
-            else:
-                if got:
-                    now = time.monotonic()
-                    pace = len(got) / max(now - host.progress_at, 1e-3)   # type: ignore[arg-type]
-                    host.rate = pace if not host.rate else 0.7 * host.rate + 0.3 * pace
-                    host.progress_at = now
-                for tag, outcome in got:   # type: ignore[union-attr]
-                    self._settle(host, tag, outcome)
-                patience = max((item.patience_s for item in host.inflight.values()), default=0.0)
-                if host.inflight and time.monotonic() - host.progress_at > patience:
-                    self._lose(host, f"it finished no job in {patience:.0f} s (the limits of the jobs it "
-                                     "held, every retry included)")
+            got = await self._exchange(host)
+            if got:
+                self.traffic["results"] += len(got)
+                now = time.monotonic()
+                pace = len(got) / max(now - host.progress_at, 1e-3)
+                host.rate = pace if not host.rate else 0.7 * host.rate + 0.3 * pace
+                host.progress_at = now
+            for tag, outcome in got or ():
+                self._settle(host, tag, outcome)
+            patience = max((item.patience_s for item in host.inflight.values()), default=0.0)
+            if host.up and host.inflight and time.monotonic() - host.progress_at > patience:
+                self._lose(host, f"it finished no job in {patience:.0f} s (the limits of the jobs it "
+                                 "held, every retry included)")
             self._pump()
+
+    async def _exchange(self, host: _Host) -> Optional[list[tuple[int, Outcome]]]:
+        """One exchange with the node: its outbox goes, its finished jobs come back (None: it was lost).
+
+        With jobs queued at the router, the host answers when half its prefetch has started, to be
+        refilled; with none, it gathers results for up to TAKE_LINGER_S (the last of a batch comes
+        at once: host.take)."""
+        import ray
+
+        low_water = self._prefetch(host) // 2 if self.queue else -1
+        sent, host.outbox, host.taking = host.outbox, [], low_water
+        self.traffic["node exchange"] += 1
+        try:
+            return await _within(host.handle.exchange.remote(sent, TAKE_WAIT_S, low_water, TAKE_LINGER_S),
+                                 TAKE_WAIT_S + TAKE_LINGER_S + TAKE_GRACE_S)   # type: ignore[return-value]
+        except asyncio.TimeoutError:
+            self._lose(host, f"its actor did not answer for {TAKE_WAIT_S + TAKE_GRACE_S:.0f} s (asked for results)")
+        except ray.exceptions.RayError as exc:
+            self._lose(host, f"{type(exc).__name__}: {_cause(exc)}")
+        finally:
+            host.taking = None
+        return None
 
     def _settle(self, host: _Host, tag: int, outcome: Outcome) -> None:
         """One job's outcome from ``host``: its result, or another try (elsewhere) or infra_error."""
@@ -369,7 +402,7 @@ class FleetRouter:
         import ray
 
         ray.kill(host.handle)   # a hung actor on a live node must not keep containers running
-        held, host.inflight = list(host.inflight.values()), {}
+        held, host.inflight, host.outbox = list(host.inflight.values()), {}, []
         for item in held:
             item.attempts += 1
             item.tried.add(host.info.node_id)
@@ -434,6 +467,20 @@ def _deliver(batch: _Batch, index: int, result: Result) -> None:
     if not batch.closed:
         batch.ready.append((index, result))
         batch.event.set()
+
+
+async def _ready(batch: _Batch, count: int, wait_s: float) -> None:
+    """Wait up to ``wait_s`` until ``batch`` has ``count`` results ready (or is closed)."""
+    deadline = time.monotonic() + wait_s
+    while len(batch.ready) < count and not batch.closed:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        batch.event.clear()
+        try:
+            await asyncio.wait_for(batch.event.wait(), left)
+        except asyncio.TimeoutError:
+            return
 
 
 def _outcome(future: "asyncio.Future | object") -> Result:
