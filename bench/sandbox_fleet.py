@@ -244,17 +244,19 @@ def on_cpu(cpu: Optional[int]) -> Iterator[None]:
         yield
         return
     everything = os.sched_getaffinity(0)
-    tids = [int(t) for t in os.listdir("/proc/self/task")]
     try:
-        for tid in tids:
-            os.sched_setaffinity(tid, {cpu})
+        _set_all_threads({cpu})
         yield
     finally:
-        for tid in [int(t) for t in os.listdir("/proc/self/task")]:
-            try:
-                os.sched_setaffinity(tid, everything)
-            except OSError:
-                pass
+        _set_all_threads(everything)
+
+
+def _set_all_threads(cpus: set[int]) -> None:
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except ProcessLookupError:
+            pass   # the thread ended meanwhile
 
 
 def pin_engine(engine: SecondEngine, cpu: int) -> None:
