@@ -45,7 +45,7 @@ TAKE_LINGER_S = 0.25      # ... and how long a reply may wait to carry more resu
 TAKE_GRACE_S = 30.0       # a take unanswered this long past its wait: the node is hung
 COLLECT_LINGER_S = 0.1    # a collect with results waits this long for more while the batch has many left
 # Default prefetch: about this many seconds of a node's work wait there beyond its slots.
-# Deep enough that each take and submit call carries many jobs (a Ray call costs the router
+# Deep enough that each exchange carries many jobs (a Ray call costs the router
 # ~1.5 ms of CPU on a 2-core VM), shallow enough that a batch's tail is not stuck queued on one
 # node while another idles.
 QUEUE_S = 0.5
