@@ -81,12 +81,12 @@ JOB_KINDS = {"trivial": trivial_jobs, "humaneval": humaneval_jobs}
 def timed(run, batch: list[tuple[Job, tuple[str, ...]]], cpu: Optional[dict[str, list[float]]] = None) -> float:
     """Seconds to run ``batch`` (jobs, each with the statuses it may get); with ``cpu``, appends
     each process group's CPU ms per job to it."""
-    before = cpu_by_group()
+    before = cpu_snapshot()
     t0 = time.perf_counter()
     results = run([job for job, _ in batch])
     wall = time.perf_counter() - t0
     if cpu is not None:
-        for group, seconds in cpu_by_group(before).items():
+        for group, seconds in cpu_since(before).items():
             cpu.setdefault(group, []).append(seconds / len(batch) * 1000)
     bad = [(r, want) for r, (_, want) in zip(results, batch) if r.status not in want]
     if bad:
@@ -95,9 +95,22 @@ def timed(run, batch: list[tuple[Job, tuple[str, ...]]], cpu: Optional[dict[str,
     return wall
 
 
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def _stat(proc: Path) -> tuple[str, list[str]]:
+    """A process's name and the fields of /proc/PID/stat after it (fields[1]: parent, [11:13]: CPU ticks)."""
+    text = (proc / "stat").read_text()
+    return text[text.index("(") + 1:text.rindex(")")], text.rsplit(")", 1)[1].split()
+
+
+def _ticks_s(fields: list[str]) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _processes() -> Iterator[Path]:
+    return (entry for entry in Path("/proc").iterdir() if entry.name.isdigit())
+
+
+def cpu_s(pid: int) -> float:
+    return _ticks_s(_stat(Path(f"/proc/{pid}"))[1])
 
 
 def _group(comm: str, cmdline: str) -> str:
@@ -114,31 +127,34 @@ def _group(comm: str, cmdline: str) -> str:
     return "driver (this process)" if cmdline == _SELF else "other"
 
 
-_SELF = Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+def _cmdline(path: Path) -> str:
+    return path.read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
 
 
-def cpu_by_group(since: Optional[dict] = None) -> dict:
-    """CPU seconds by process group: each live process's total, or (``since`` given) what
-    each group used since that snapshot (processes that ended meanwhile are under "machine"
-    only), plus "machine": all CPUs' busy seconds from /proc/stat."""
-    per_pid: dict = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            fields = stat.rsplit(")", 1)[1].split()
-            per_pid[entry.name] = (_group(stat[stat.index("(") + 1:stat.rindex(")")], cmdline.strip()),
-                                   (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+_SELF = _cmdline(Path("/proc/self/cmdline"))
+
+
+def cpu_snapshot() -> dict[str, tuple[str, float]]:
+    """{pid: (process group, CPU seconds so far)} of every live process, and "machine": all
+    CPUs' busy seconds from /proc/stat."""
+    per_pid: dict[str, tuple[str, float]] = {}
+    for entry in _processes():
+        try:
+            comm, fields = _stat(entry)
+            cmdline = _cmdline(entry / "cmdline")
+        except OSError:
+            continue
+        per_pid[entry.name] = (_group(comm, cmdline), _ticks_s(fields))
     busy = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
     per_pid["machine"] = ("machine", (sum(busy) - busy[3] - busy[4]) / os.sysconf("SC_CLK_TCK"))
-    if since is None:
-        return per_pid
+    return per_pid
+
+
+def cpu_since(before: dict[str, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds each group used since ``before`` (processes that ended meanwhile count under "machine" only)."""
     groups: dict[str, float] = {}
-    for pid, (group, seconds) in per_pid.items():
-        groups[group] = groups.get(group, 0.0) + seconds - since.get(pid, (group, 0.0))[1]
+    for pid, (group, seconds) in cpu_snapshot().items():
+        groups[group] = groups.get(group, 0.0) + seconds - before.get(pid, (group, 0.0))[1]
     return groups
 
 
@@ -273,13 +289,12 @@ def pin_engine(engine: SecondEngine, cpu: int) -> None:
 def pin_tree(pid: int, cpu: int) -> None:
     """Every thread of ``pid`` and of its descendants on ``cpu`` (children they start later inherit it)."""
     children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
+    for entry in _processes():
+        try:
+            parent = int(_stat(entry)[1][1])
+        except OSError:
+            continue
+        children.setdefault(parent, []).append(int(entry.name))
     todo = [pid]
     while todo:
         p = todo.pop()

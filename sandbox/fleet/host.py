@@ -97,7 +97,7 @@ class SandboxHost:
         with self._changed:
             self._running -= 1
             self._done.append((tag, outcome))
-            if len(self._done) == 1 or self._waiting <= self._low_water or not (self._waiting or self._running):
+            if len(self._done) == 1 or self._refill_or_idle(self._low_water):
                 self._changed.notify_all()
 
     def exchange(self, jobs: Sequence[tuple[int, Job]], wait_s: float, low_water: int,
@@ -116,11 +116,13 @@ class SandboxHost:
             self._low_water = low_water
             self._changed.wait_for(lambda: self._done, timeout=wait_s)
             if self._done:
-                self._changed.wait_for(lambda: (self._waiting <= low_water
-                                                or not (self._waiting or self._running)),
-                                       timeout=linger_s)
+                self._changed.wait_for(lambda: self._refill_or_idle(low_water), timeout=linger_s)
             done, self._done = self._done, []
         return done
+
+    def _refill_or_idle(self, low_water: int) -> bool:
+        """Whether a take that has results answers now: the queue is down to ``low_water``, or no job is left."""
+        return self._waiting <= low_water or not (self._waiting or self._running)
 
     def warmup(self, languages: Sequence[str], limits: Optional[Limits]) -> None:
         self.sandbox.warmup(languages, limits=limits)

@@ -445,8 +445,9 @@ def build_rust(job: dict, budget: Budget, gvisor: bool) -> Built:
     The tests are never a file, so no include_str! of the program's can read them. The
     whole crate is compiled with -F unsafe_code: no unsafe block, #[no_mangle],
     #[export_name] or #[link_section], so no code runs before main and no symbol of the
-    C library, of std (a shared library here: -C prefer-dynamic) or of the guard is replaced. The tests run without arguments (their
-    harness options come from the environment), so no argument rewriting can filter them.
+    C library, of std (a shared library here: -C prefer-dynamic) or of the guard is
+    replaced. The tests run without arguments (their harness options come from the
+    environment), so no argument rewriting can filter them.
     """
     tests = job.get("tests")
     if tests and "#[test]" not in tests:

@@ -311,24 +311,22 @@ def make_pch() -> str:
 
 def prelude_used(text: str) -> str | None:
     """The .gch a job's C++ unit that starts with ``text`` (then a function) reads, or None."""
-    import subprocess
-
-    compiler, std, opt = CXX
     source, prelude = with_prelude(text + "int f() { return 0; }\n")
-    out = subprocess.run([compiler, std, opt, "-pipe", *prelude, "-x", "c++", "-H", "-Winvalid-pch", "-c", "-",
-                          "-o", "/dev/null"], input=source, capture_output=True, text=True, check=True)
-    used = [line[2:] for line in out.stderr.splitlines() if line.startswith("! ")]
-    return used[0] if used else None
+    return _gch_read(source, prelude)
 
 
 def pch_used() -> str | None:
-    """The .gch a job's compile of ``#include <bits/stdc++.h>`` reads (GCC's -H marks it '!'), or None."""
+    """The .gch a job's compile of ``#include <bits/stdc++.h>`` reads, or None."""
+    return _gch_read(f'#line 1 "main.cpp"\n#include <{PCH_HEADER}>\nint main() {{ return 0; }}\n', [])
+
+
+def _gch_read(source: str, options: list[str]) -> str | None:
+    """The .gch g++ reads compiling ``source`` as a job's C++ unit with ``options`` (-H marks it '!'), or None."""
     import subprocess
 
     compiler, std, opt = CXX
-    out = subprocess.run([compiler, std, opt, "-pipe", "-x", "c++", "-H", "-Winvalid-pch", "-c", "-", "-o", "/dev/null"],
-                         input=f'#line 1 "main.cpp"\n#include <{PCH_HEADER}>\nint main() {{ return 0; }}\n',
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run([compiler, std, opt, "-pipe", *options, "-x", "c++", "-H", "-Winvalid-pch", "-c", "-",
+                          "-o", "/dev/null"], input=source, capture_output=True, text=True, check=True)
     used = [line[2:] for line in out.stderr.splitlines() if line.startswith("! ")]
     return used[0] if used else None
 
