@@ -268,3 +268,19 @@ def test_bf16_mixed_precision_step_runs(tiny, tmp_path):
     trainer = trainer_for(tiny, tmp_path, DigitShare(), mixed_precision="bf16")
     row = trainer.step(1)
     assert math.isfinite(row["loss"]) and row["tokens_generated"] > 0
+
+
+@pytest.mark.parametrize("passes", [1, 3])
+def test_a_batch_that_teaches_nothing_makes_no_update_at_any_mu(tiny, tmp_path, passes):
+    """Every group zero-signal (uniform sampling does this): the inert rows are all left out, and
+    the μ passes, π_old included, run over an empty batch without touching the weights."""
+    from proctor.trainer.metrics import Stopwatch
+
+    trainer = trainer_for(tiny, tmp_path, DigitShare(), num_iterations=passes)
+    scored = trainer.rollout(trainer.draw_prompts(2), Stopwatch())
+    n = len(scored.rollouts)
+    batch = build_batch(scored.rollouts, [0.0] * n, [True] * n, trainer.tokenizer.pad_token_id)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    out = trainer.learn(batch, Stopwatch())
+    assert out["learned_rows"] == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))

@@ -121,7 +121,10 @@ def is_metrics(w: ISWeights, mask: torch.Tensor) -> dict[str, Mean]:
 def fixed_logps(model: torch.nn.Module, batch: TrainBatch, micro: list[slice], temperature: float,
                 autocast: Callable[[], AbstractContextManager]) -> torch.Tensor:
     """[B, L-1] log-probs of ``batch`` under ``model``, without gradients, micro-batch by
-    micro-batch, through the same precision path as the policy's own forward."""
+    micro-batch, through the same precision path as the policy's own forward. A batch with no
+    rows (every group taught nothing, so every row was left out as inert) gives [0, L-1]."""
+    if not micro:
+        return torch.zeros(0, batch.mask.shape[-1])
     with torch.no_grad(), autocast():
         return torch.cat([token_logps(model, batch.slice(m), temperature)[0].float() for m in micro])
 
