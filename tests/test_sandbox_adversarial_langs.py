@@ -70,6 +70,14 @@ FORGED: dict[str, dict[str, tuple[str, str, str]]] = {
         "go:linkname to the guard": ("    return false\n" + GO_END,
                                      "//go:linkname finish proctorguard.Finish\nfunc finish()\n\n"
                                      "func init() { finish(); os.Exit(0) }\n", "compile_error"),
+        # The image's runner (proctortestmain.Run) calls the guard when the tests it is given
+        # pass: run from the program's init with a test that checks nothing, it would forge one.
+        "calls the tests' runner": ("    return false\n" + GO_END,
+                                    "func init() {\n\tproctortestmain.Run([]proctortestmain.Test{"
+                                    '{"TestFake", func(t *testing.T) {}}})\n}\n', "compile_error"),
+        "go:linkname to the runner": ("    return false\n" + GO_END,
+                                      "//go:linkname run proctortestmain.Run\nfunc run([]struct{})\n\n"
+                                      "func init() { run(nil) }\n", "compile_error"),
     },
     "rust": {
         "std::process::exit(0)": ("    std::process::exit(0);\n" + RUST_END, "", "failed"),
@@ -122,8 +130,10 @@ FORGED: dict[str, dict[str, tuple[str, str, str]]] = {
                                            "require('child_process').execSync('sleep 0.2');\n", "failed"),
     },
 }
-# Go: the imports the hacks above use, added to the prompt's import block.
-GO_IMPORTS = '    "os"\n    "syscall"\n    "proctorguard"\n'
+# Go: the imports the hacks above use, added to the prompt's import block; the last three
+# only where a hack names them (Go refuses an unused import).
+GO_IMPORTS = '    "os"\n    "syscall"\n'
+GO_OPTIONAL_IMPORTS = ("proctorguard", "proctortestmain", "testing")
 GO_USES = "var _ = math.Abs\nvar _ = os.Exit\nvar _ = syscall.Exit\n"
 
 
@@ -135,10 +145,9 @@ def explain(r: Result) -> str:
 def forged_job(language: str, body: str, after: str) -> Job:
     p = first(language)
     if language == "go":
-        prefix = p.prefix.replace("import (\n", "import (\n" + GO_IMPORTS, 1)
-        guard_used = "proctorguard." in after
-        if not guard_used:
-            prefix = prefix.replace('    "proctorguard"\n', "", 1)
+        used = "".join(f'    "{name}"\n' for name in GO_OPTIONAL_IMPORTS
+                       if f"{name}." in after and f'"{name}"' not in p.prefix)
+        prefix = p.prefix.replace("import (\n", "import (\n" + GO_IMPORTS + used, 1)
         return Job(language="go", code=prefix + body + GO_USES + after, tests=p.tests, limits=LIM)
     return p.job(body, after=after, limits=LIM)
 

@@ -156,6 +156,30 @@ def test_go_plain_testing_without_testify(sb):
     assert "Add(2, 3) = 6" in bad.stdout
 
 
+def test_go_http_assertions_work_from_the_tests_or_the_program(sb):
+    """A job whose sources say HTTP builds against testify's full assert; the rest against
+    a copy without the HTTP assertions (no net/http to link). Both kinds judge alike."""
+    code = ('package main\n\nimport (\n\t"fmt"\n\t"net/http"\n)\n\n'
+            "func Hello(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, \"hello \" + r.URL.Query().Get(\"n\")) }\n")
+    tests = ('package main\n\nimport (\n\t"net/url"\n\t"testing"\n\n\t"github.com/stretchr/testify/assert"\n)\n\n'
+             "func TestHello(t *testing.T) {\n"
+             '\tassert.HTTPBodyContains(t, Hello, "GET", "/", url.Values{"n": {"go"}}, "hello go")\n'
+             "\tassert.HTTPSuccess(t, Hello, \"GET\", \"/\", nil)\n}\n")
+    # The program names an HTTP assertion itself, behind a dot import; the tests do not say HTTP.
+    dotted = ('package main\n\nimport (\n\t"net/http"\n\t"testing"\n\n\t. "github.com/stretchr/testify/assert"\n)\n\n'
+              "func ok(w http.ResponseWriter, r *http.Request) {}\n"
+              "func Check(t *testing.T) bool { return HTTPSuccess(t, ok, \"GET\", \"/\", nil) }\n")
+    plain = ('package main\n\nimport (\n\t"testing"\n\n\t"github.com/stretchr/testify/assert"\n)\n\n'
+             "func TestCheck(t *testing.T) {\n\tassert.True(t, Check(t))\n}\n")
+    ok, wrong, own = sb.run_many([
+        Job(language="go", code=code, tests=tests, limits=LIM),
+        Job(language="go", code=code.replace('"hello "', '"bye "'), tests=tests, limits=LIM),
+        Job(language="go", code=dotted, tests=plain, limits=LIM)])
+    assert ok.status == "passed", explain(ok)
+    assert wrong.status == "failed" and "hello go" in wrong.stdout, explain(wrong)
+    assert own.status == "passed", explain(own)
+
+
 def test_rust_tests_need_test_attributes_and_crate_allows_are_kept(sb):
     no_tests = sb.run(Job(language="rust", code="fn f() -> i32 { 1 }\n",
                           tests="fn main() { assert_eq!(f(), 2); }\n", limits=LIM))

@@ -235,53 +235,24 @@ def class_bundle(classes: str) -> bytes:
 GOROOT = "/usr/lib/go-1.19"
 GO_TOOLS = f"{GOROOT}/pkg/tool/linux_amd64"
 GO_PKGS = ["-I", f"{OPT}/go/pkg", "-I", "/usr/share/gocode/pkg/linux_amd64"]
+GO_NOHTTP = f"{OPT}/go/nohttp"   # testify's assert without its HTTP assertions (images/go)
 _GO_TEST = re.compile(r"^func\s+(Test(?:[^a-z]\w*)?)\s*\(\s*\w+\s+\*testing\.T\s*\)", re.M)
 _GO_PACKAGE = re.compile(r"^package\s+\w+", re.M)
 GO_PROG = "proctorprog"
-# The tests run from a generated main that trusts nothing the program could set before
-# it: os.Args is reset (no -test.run of the program's), and each test counts only if
-# its function returned without failing or skipping. A test that did not run to its end
-# (flags set by the program's init, a filter, runtime.Goexit) fails the run.
+# The tests run from a generated main that hands them to the image's runner
+# (images/go/testmain.go): it resets os.Args (no -test.run of the program's) and counts
+# each test only if its function returned without failing or skipping; a test that did
+# not run to its end (flags set by the program's init, runtime.Goexit) fails the run.
 GO_MAIN = """package main
 
 import (
-\t"fmt"
-\t"os"
-\t"testing"
-\t"testing/internal/testdeps"
-
-\tguard "proctorguard"
+\ttm "proctortestmain"
 \tprog "proctorprog"
 )
 
-var completed [%d]bool
-
-func counted(i int, f func(*testing.T)) func(*testing.T) {
-\treturn func(t *testing.T) {
-\t\tf(t)
-\t\tif !t.Failed() && !t.Skipped() {
-\t\t\tcompleted[i] = true
-\t\t}
-\t}
-}
-
-var tests = []testing.InternalTest{
-%s}
-
 func main() {
-\tos.Args = os.Args[:1]
-\tm := testing.MainStart(testdeps.TestDeps{}, tests, nil, nil, nil)
-\tcode := m.Run()
-\tfor i, done := range completed {
-\t\tif !done {
-\t\t\tfmt.Fprintf(os.Stderr, "[proctor] test %%s did not run to its end\\n", tests[i].Name)
-\t\t\tcode = 1
-\t\t}
-\t}
-\tif code == 0 {
-\t\tguard.Finish()
-\t}
-\tos.Exit(code)
+\ttm.Run([]tm.Test{
+%s\t})
 }
 """
 
@@ -364,20 +335,23 @@ def build_go(job: dict, budget: Budget, gvisor: bool) -> Built:
     units = [("code.go", job["code"])] + ([("tests.go", tests)] if tests else [])
     files = [write_src(name, _GO_PACKAGE.sub(f"package {GO_PROG}", text, count=1)) for name, text in units]
     files.append(write_src("zz_proctor_guard.go", f'package {GO_PROG}\n\nimport _ "proctorguard"\n'))
-    compile_ = [f"{GO_TOOLS}/compile", "-pack", *GO_PKGS]
+    # No source that says HTTP can name an HTTP assertion (a dot import or a method value
+    # still spells it), so such a job builds against the assert without them; every step
+    # of one build searches the same dirs, so the linker sees one assert.
+    first = [] if any("HTTP" in text for _, text in units) else [GO_NOHTTP]
+    compile_ = [f"{GO_TOOLS}/compile", "-pack", *(a for d in first for a in ("-I", d)), *GO_PKGS]
     steps = [go_step(budget, [*compile_, "-p", GO_PROG, "-o", f"{GO_PROG}.a", *files])]
     if not ok(steps[-1]):
         return steps, None
     steps.append(budget.step([f"{GO_TOOLS}/nm", f"{GO_PROG}.a"]))
     reaching = sorted(s for s in undefined_symbols(steps[-1])
-                      if s.startswith("proctorguard.") and s != "proctorguard..inittask")
+                      if s.startswith(("proctorguard.", "proctortestmain.")) and not s.endswith("..inittask"))
     if not ok(steps[-1]) or reaching:
-        why = ("the program references the test guard (" + ", ".join(reaching) + ")" if reaching
+        why = ("the program references the test guard or runner (" + ", ".join(reaching) + ")" if reaching
                else "could not list the program's symbols")
         return [refused(steps[-1], why)], None
     if tests:
-        entries = "".join(f'\t{{"{n}", counted({i}, prog.{n})}},\n' for i, n in enumerate(names))
-        main_src = GO_MAIN % (len(names), entries)
+        main_src = GO_MAIN % "".join(f'\t\t{{"{n}", prog.{n}}},\n' for n in names)
     else:
         main_src = GO_PLAIN_MAIN
     main_go = write_src("proctor_main.go", main_src)
@@ -386,8 +360,8 @@ def build_go(job: dict, budget: Budget, gvisor: bool) -> Built:
         return steps, None
     # -s -w: no ELF symbol table or DWARF (the runtime's own tables stay, so panics still name
     # functions and lines); the link writes half as much and takes about half the time.
-    link = [f"{GO_TOOLS}/link", "-s", "-w", "-o", "prog", "-L", f"{OPT}/go/pkg",
-            "-L", "/usr/share/gocode/pkg/linux_amd64", "-L", ".", "main.a"]
+    link = [f"{GO_TOOLS}/link", "-s", "-w", "-o", "prog", *(a for d in first for a in ("-L", d)),
+            "-L", f"{OPT}/go/pkg", "-L", "/usr/share/gocode/pkg/linux_amd64", "-L", ".", "main.a"]
     steps.append(go_step(budget, link))
     if not ok(steps[-1]):
         return steps, None
