@@ -46,13 +46,17 @@ class ContainerSpec:
     runtime: Optional[str] = None   # another OCI runtime (runsc, kata) for a stronger boundary
     gvisor: bool = False            # `runtime` is gVisor's runsc (the engine said so)
     compile_mb: int = 0             # the compilers' address space (server/budgets.py), 0: no compiler
+    resident_mb: int = 0            # memory and tasks the language keeps resident between jobs
+    resident_pids: int = 0          # (Java's compile server; server/budgets.py)
 
     def host_config(self, api: docker.APIClient) -> dict:
         # The job's memory budget, plus room for the server and for the tmpfs pages
         # the job writes (tmpfs is charged to the container's memory cgroup).
         # The job's budget (or its compilers', whichever is larger: a compiler fails at its
-        # RLIMIT_AS before the cgroup is full), the tmpfs pages it may write, the server.
-        mem = (max(self.memory_mb, self.compile_mb) + self.disk_mb + self.disk_mb // 4 + 96) << 20
+        # RLIMIT_AS before the cgroup is full), the tmpfs pages it may write, the server
+        # and what it keeps resident (Java's compile server).
+        mem = (max(self.memory_mb, self.compile_mb) + self.resident_mb + self.disk_mb + self.disk_mb // 4
+               + 96) << 20
         return api.create_host_config(
             network_mode="none",                 # loopback only
             read_only=True,
@@ -84,12 +88,12 @@ class ContainerSpec:
 
     def _host_pids(self) -> int:
         if not self.gvisor:
-            return self.pids + 1                 # + the server itself
+            return self.pids + 1 + self.resident_pids   # + the server itself and its resident helpers
         # Under gVisor the host cgroup counts the sandbox kernel's own threads (38 idle,
         # about 5 per guest process, measured): a limit of `pids` there kills the
         # sandbox kernel itself. It stays as a backstop; RLIMIT_NPROC (below) is the
         # job's limit, counted by gVisor's kernel for this sandbox alone.
-        return 256 + 16 * (self.pids + 1)
+        return 256 + 16 * (self.pids + 1) + 5 * self.resident_pids
 
     def _ulimits(self) -> list:
         limits = [docker.types.Ulimit(name="nofile", soft=256, hard=256),

@@ -25,7 +25,7 @@ from .literal_tests import encode_plan, literal_plan
 from .hosts import TLSArg
 from .pool import HostPool
 from .session import Session, SessionLimits, Sessions, session_args
-from .server.budgets import compile_mb
+from .server.budgets import compile_mb, resident_mb, resident_pids
 from .types import LANGUAGES, Job, Limits, Result, infra_result
 from .verdict import build_result, output_digest
 
@@ -304,7 +304,8 @@ class Sandbox:
         return ContainerSpec(image=ref, memory_mb=lim.memory_mb, pids=lim.pids, disk_mb=lim.disk_mb,
                              cpus=self.cpus_per_job, runtime=self.runtime,
                              gvisor=self._gvisor.get(pool.host, False),
-                             compile_mb=compile_mb(job.language, lim.memory_mb))
+                             compile_mb=compile_mb(job.language, lim.memory_mb),
+                             resident_mb=resident_mb(job.language), resident_pids=resident_pids(job.language))
 
     def _take_slot(self, avoid: Optional[HostPool]) -> Optional[HostPool]:
         """A slot on a host that is up; None at once when none is up and none is being probed."""

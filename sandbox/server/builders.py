@@ -25,11 +25,14 @@ import os
 import re
 import shutil
 import struct
+import time
 
 import confine
+import javacd
 import layout
-from budgets import JAVAC_FLAGS
+from budgets import JAVAC_FLAGS, compile_mb
 from classfile import read_class
+from hygiene import cgroup_cpu_s
 from native import Budget, install, ok, refused
 from runstep import Launch
 from rustcheck import rust_refusal
@@ -39,6 +42,7 @@ OPT = "/opt/proctor"
 GUARD_O = f"{OPT}/native/guard.o"
 
 Built = tuple[list[dict], "Launch | None"]   # compile steps, and how to run (None: the build failed)
+Classes = dict[str, bytes]   # a Java build's class files by binary name
 
 
 def build(job: dict, budget: Budget, gvisor: bool) -> Built:
@@ -131,24 +135,19 @@ def build_java(job: dict, budget: Budget, gvisor: bool) -> Built:
         why = (f"the program declares {', '.join(hidden)}, which would hide the JDK's type of that name "
                "from the tests; rename it")
         return [refused(budget.step(["/bin/true"]), why)], None
-    paths = []
+    sources = []
     for folder, text in units:
         public = [name for name, is_public in java_top_types(text) if is_public]
         # javac wants a public class in a file of its name; the folders keep the units apart.
-        paths.append(write_src(f"src/{folder}/{public[0] if public else folder.title()}.java", text))
-    # --limit-modules java.se: what the program can name is the Java SE API (no sun.misc.Unsafe).
-    javac = [f"{JAVA_HOME}/bin/javac", *(f"-J{f}" for f in (*JAVA_JIT, *JAVAC_FLAGS)),
-             f"-J-XX:SharedArchiveFile={OPT}/java/javac.jsa", "-J-Xlog:disable", "-J-Xlog:all=error:stderr",
-             "-encoding", "UTF-8", "-proc:none", "-implicit:none", "-nowarn", "-Xlint:none",
-             "--limit-modules", "java.se", "-d", "classes", *paths]
-    step = budget.step(javac)
+        sources.append((f"src/{folder}/{public[0] if public else folder.title()}.java", text))
+    step, classes = javac(sources, budget, gvisor)
+    shutil.rmtree(layout.BUILD)
     if not ok(step):
         return [step], None
-    why = java_equals_refusal(os.path.join(layout.BUILD, "classes"), os.path.basename(paths[0]))
+    why = java_equals_refusal(classes, os.path.basename(sources[0][0]))
     if why:
         return [refused(step, why)], None
-    bundle = class_bundle(os.path.join(layout.BUILD, "classes"))
-    shutil.rmtree(layout.BUILD)
+    bundle = class_bundle(classes)
     # The main class: a public one of the tests (or of the program when there are none) first.
     candidates = sorted(java_top_types(units[-1][1]), key=lambda t: not t[1])
     limits = budget.limits
@@ -162,29 +161,84 @@ def build_java(job: dict, budget: Budget, gvisor: bool) -> Built:
     return [step], Launch(argv=argv, nonce_fd=True, nonce_private=True, extra={BUNDLE_FD: bundle})
 
 
-def java_equals_refusal(classes: str, program_file: str) -> str | None:
+_JAVACD: dict[bool, javacd.Javacd] = {}   # the container's compile server (by gvisor), started on first use
+
+
+def prestart(gvisor: bool) -> None:
+    """In a Java image, start the compile server while the container waits for its first job."""
+    if os.path.isdir(javacd.CLASSES):
+        try:
+            java_compile_server(gvisor).start()
+        except OSError:
+            pass   # the first Java job tries again, and falls back to javac's command line
+
+
+def java_compile_server(gvisor: bool) -> javacd.Javacd:
+    if gvisor not in _JAVACD:
+        _JAVACD[gvisor] = javacd.Javacd(java_binary(gvisor), compile_mb("java", 0) << 20)
+    return _JAVACD[gvisor]
+
+
+def javac(sources: list[tuple[str, str]], budget: Budget, gvisor: bool) -> tuple[dict, Classes]:
+    """Compile the units (path, source) with the warm compile server, or with the command-line
+    javac when the server gives no verdict: (the compile step, the classes by binary name)."""
+    t0, cpu0 = time.monotonic(), cgroup_cpu_s()
+    try:
+        status, messages, classes, wall, cpu = java_compile_server(gvisor).compile(
+            sources, max(budget.end - t0, 0.05))
+    except TimeoutError:
+        cpu1 = cgroup_cpu_s()
+        return javacd.timed_out_step(time.monotonic() - t0, (cpu1 or 0.0) - (cpu0 or 0.0)), {}
+    except javacd.Unavailable:
+        return javac_command(sources, budget)
+    return javacd.compile_step(messages, status, wall, cpu, budget.limits["output_bytes"]), classes
+
+
+def javac_command(sources: list[tuple[str, str]], budget: Budget) -> tuple[dict, Classes]:
+    """The command-line javac, in the job's build dir, as the job's user."""
+    paths = [write_src(path, text) for path, text in sources]
+    # --limit-modules java.se: what the program can name is the Java SE API (no sun.misc.Unsafe).
+    argv = [f"{JAVA_HOME}/bin/javac", *(f"-J{f}" for f in (*JAVA_JIT, *JAVAC_FLAGS)),
+            f"-J-XX:SharedArchiveFile={OPT}/java/javac.jsa", "-J-Xlog:disable", "-J-Xlog:all=error:stderr",
+            "-encoding", "UTF-8", "-proc:none", "-implicit:none", "-nowarn", "-Xlint:none",
+            "--limit-modules", "java.se", "-d", "classes", *paths]
+    step = budget.step(argv)
+    return step, read_classes(os.path.join(layout.BUILD, "classes")) if ok(step) else {}
+
+
+def read_classes(root: str) -> Classes:
+    """Every class file under ``root``, by binary name (``a/B$C.class`` -> ``a.B$C``)."""
+    classes = {}
+    for folder, _dirs, files in os.walk(root):
+        for file in files:
+            if file.endswith(".class"):
+                path = os.path.join(folder, file)
+                with open(path, "rb") as f:
+                    classes[os.path.relpath(path, root)[:-len(".class")].replace(os.sep, ".")] = f.read()
+    return classes
+
+
+def java_equals_refusal(classes: Classes, program_file: str) -> str | None:
     """Why the program's classes may not run: one of them defines equals(Object).
 
     The tests run in the program's JVM and compare its values with equals
     (``s.f(x).equals(expected)``): an equals the program writes (an anonymous ArrayList
     whose equals is always true) would decide them.
     """
-    for root, _dirs, files in os.walk(classes):
-        for file in files:
-            with open(os.path.join(root, file), "rb") as f:
-                try:
-                    info = read_class(f.read())
-                except (ValueError, struct.error, IndexError):
-                    return f"could not read the compiled class {file}"
-            if info.source_file != program_file:
-                continue
-            if ("equals", "(Ljava/lang/Object;)Z") in info.methods:
-                return (f"the program's class {info.name.replace('/', '.')} defines equals(Object); the tests "
-                        "compare values with equals, so the program may not define it (records included)")
-            reflective = java_reflection(info)
-            if reflective:
-                return (f"the program's class {info.name.replace('/', '.')} uses {reflective}: reflection and "
-                        "proxies are not available (a proxy's handler answers equals; reflection reads the tests)")
+    for name, data in sorted(classes.items()):
+        try:
+            info = read_class(data)
+        except (ValueError, struct.error, IndexError):
+            return f"could not read the compiled class {name}"
+        if info.source_file != program_file:
+            continue
+        if ("equals", "(Ljava/lang/Object;)Z") in info.methods:
+            return (f"the program's class {info.name.replace('/', '.')} defines equals(Object); the tests "
+                    "compare values with equals, so the program may not define it (records included)")
+        reflective = java_reflection(info)
+        if reflective:
+            return (f"the program's class {info.name.replace('/', '.')} uses {reflective}: reflection and "
+                    "proxies are not available (a proxy's handler answers equals; reflection reads the tests)")
     return None
 
 
@@ -216,17 +270,10 @@ def java_reflection(info) -> str | None:   # info: classfile.ClassInfo
     return None
 
 
-def class_bundle(classes: str) -> bytes:
-    """Every class file under ``classes`` as one blob: count, then (name, bytes) records, big-endian."""
-    records = []
-    for root, _dirs, files in os.walk(classes):
-        for file in sorted(files):
-            if file.endswith(".class"):
-                path = os.path.join(root, file)
-                name = os.path.relpath(path, classes)[:-len(".class")].replace(os.sep, ".").encode()
-                with open(path, "rb") as f:
-                    data = f.read()
-                records.append(struct.pack(">I", len(name)) + name + struct.pack(">I", len(data)) + data)
+def class_bundle(classes: Classes) -> bytes:
+    """Every class as one blob: count, then (binary name, bytes) records, big-endian, by name."""
+    records = [struct.pack(">I", len(name.encode())) + name.encode() + struct.pack(">I", len(data)) + data
+               for name, data in sorted(classes.items())]
     return struct.pack(">I", len(records)) + b"".join(records)
 
 

@@ -263,6 +263,7 @@ def main() -> None:
         return
     # Forked now, before any job: every Python process of every job is a copy of it.
     mother = Mother(close_fds=(outfd,))
+    builders.prestart(GVISOR)   # after the mother's fork: it holds none of the compile server's pipes
     problems = scrub()
     write_frame(outfd, {"type": "ready", "pid": os.getpid(), "cpu_accounting": CPU_FILE is not None,
                         "oom_accounting": OOM_FILE is not None, "problems": problems})

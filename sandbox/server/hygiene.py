@@ -67,6 +67,10 @@ def oom_kills() -> int:
 # --------------------------------------------------------------------------- processes
 
 REAPED: dict[int, tuple[int, object]] = {}   # pid -> (wait status, rusage) of reaped children
+# The server's own processes that outlive jobs (javacd.py's compile server), pid -> the
+# uid it runs as, which no job has: no sweep kills them. The uid is checked on every
+# sweep, so a job's process that got a dead resident's pid is swept like any other.
+RESIDENT: dict[int, int] = {}
 
 
 def reap() -> None:
@@ -82,8 +86,24 @@ def reap() -> None:
 
 
 def other_pids(keep: tuple[int, ...] = ()) -> list[int]:
+    """Every process but this one, ``keep`` and RESIDENT."""
     me = os.getpid()
-    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me and int(p) not in keep]
+    return [int(p) for p in os.listdir("/proc")
+            if p.isdigit() and int(p) != me and int(p) not in keep and not _resident(int(p))]
+
+
+def _resident(pid: int) -> bool:
+    uid = RESIDENT.get(pid)
+    if uid is None:
+        return False
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return all(int(u) == uid for u in line.split()[1:])
+    except (OSError, ValueError):
+        pass
+    return False
 
 
 def sweep(keep: tuple[int, ...] = (), deadline_s: float = 2.0) -> int:
