@@ -166,7 +166,7 @@ _JAVACD: dict[bool, javacd.Javacd] = {}   # the container's compile server (by g
 
 def prestart(gvisor: bool) -> None:
     """In a Java image, start the compile server while the container waits for its first job."""
-    if os.path.isdir(javacd.CLASSES):
+    if os.path.exists(javacd.JAR):
         try:
             java_compile_server(gvisor).start()
         except OSError:

@@ -41,7 +41,8 @@ from budgets import JAVAC_FLAGS
 
 COMPILER_UID = 1002   # no job process ever has it (confine.JOB_UID, JUDGE_UID)
 READY_S = 60.0        # the longest a server may take to start and warm up
-CLASSES = "/opt/proctor/java/javacd"
+JAR = "/opt/proctor/java/javacd.jar"
+ARCHIVE = "/opt/proctor/java/javacd.jsa"   # its class-data-sharing archive: starts in 0.35 s, not 0.45
 # A heap smaller than the command line's: a compile that needs more fails here with
 # status 2 and runs again under javac's own limits. resident_mb (budgets.py) bounds it.
 # One JIT thread, never more: its threads count against the container's pids limit.
@@ -84,7 +85,7 @@ class Javacd:
         """Start the server (it warms up on its own); no-op while one is up."""
         if self.proc is not None:
             return
-        argv = [self.java, *DAEMON_FLAGS, "-cp", CLASSES, "CompileServer"]
+        argv = [self.java, *DAEMON_FLAGS, f"-XX:SharedArchiveFile={ARCHIVE}", "-cp", JAR, "CompileServer"]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      cwd="/", env=ENV, preexec_fn=self._limits, bufsize=0)
         hygiene.RESIDENT[self.proc.pid] = COMPILER_UID
