@@ -22,6 +22,11 @@ them, what the answer probe read (forward-only tokens, not generated) and the se
 steps (evaluations left out). Drawn: held-out pass rate against rollout tokens, one line per arm (``signal_efficiency.png``).
 
     .venv/bin/python bench/signal_efficiency.py [--seeds 0 1 2] [--steps N] [--jobs 2] [--out DIR]
+    .venv/bin/python bench/signal_efficiency.py --arms uniform default --models tiny:1500 tiny:3000
+
+With ``--models``, every arm runs on each base model (a weak and a strong policy start from
+different pass rates, and the best selection rule depends on that); the table is printed per
+model, then each arm's gain over uniform on every model and its worst.
 """
 
 from __future__ import annotations
@@ -217,11 +222,48 @@ def plot(summary: dict[str, Any], results: dict[str, list[dict[str, Any]]], path
     plt.close(fig)
 
 
+def rel(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def model_slug(model: str) -> str:
+    return model.replace(":", "-").replace("/", "-")
+
+
+def run_all(base: dict[str, Any], models: list[str], args: argparse.Namespace,
+            twins: dict[str, str]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Every (model, arm, seed) run, ``args.jobs`` at a time: model -> arm -> one curve per seed."""
+    out = {m: (args.out / model_slug(m) if len(models) > 1 else args.out) for m in models}
+    runs = [(m, arm, seed) for m in models for seed in args.seeds for arm in args.arms if arm not in twins]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        futures = {(m, arm, seed): pool.submit(run_one, {**base, "model": m}, arm, seed, args.steps,
+                                               out[m] / f"{arm}-s{seed}", args.reuse)
+                   for m, arm, seed in runs}
+        return {m: {arm: [curve(futures[(m, twins.get(arm, arm), s)].result()) for s in args.seeds]
+                    for arm in args.arms} for m in models}
+
+
+def print_across_models(summaries: dict[str, dict[str, Any]]) -> None:
+    """Each arm's gain over uniform on every model: a rule is only as good as its worst model."""
+    print("\nx fewer rollout tokens than uniform to uniform's final score, by model (worst last)")
+    arms = next(iter(summaries.values()))["arms"]
+    print(f"{'arm':<14}" + "".join(f"{m:>14}" for m in summaries) + f"{'worst':>10}")
+    for arm in arms:
+        gains = [None if r is None else 1 / r for r in (summaries[m]["arms"][arm]["ratio_vs_uniform"]
+                                                        for m in summaries)]
+        cells = "".join(f"{'never' if g is None else f'{g:.2f}x':>14}" for g in gains)
+        worst = "never" if None in gains else f"{min(gains):.2f}x"   # type: ignore[type-var]
+        print(f"{arm:<14}{cells}{worst:>10}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=None, help="optimizer steps per run (default: the main job's)")
     parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--models", nargs="+", default=None,
+                        help="judge every arm on each of these base models (e.g. tiny:1500 tiny:3000: a weaker "
+                             "and a stronger policy); default: the config's model")
     parser.add_argument("--jobs", type=int, default=max(1, usable_cpus()), help="runs at once (one core each)")
     parser.add_argument("--config", type=Path, default=MAIN_JOB, help="the job every arm starts from")
     parser.add_argument("--out", type=Path, default=ROOT / "runs/bench-signal-efficiency")
@@ -231,25 +273,32 @@ def main() -> None:
     if "uniform" not in args.arms:
         parser.error("--arms must include uniform: every other arm is measured against it")
     base = yaml.safe_load(args.config.read_text())
+    models = args.models or [base["model"]]
     twins = same_settings(base, args.arms, args.steps)
-    runs = [(arm, seed) for seed in args.seeds for arm in args.arms if arm not in twins]
-    print(f"{len(runs)} runs ({len(args.arms) - len(twins)} arms x {len(args.seeds)} seeds), {args.jobs} at a time, "
-          f"from {args.config.relative_to(ROOT) if args.config.is_relative_to(ROOT) else args.config}", flush=True)
+    n_runs = len(models) * (len(args.arms) - len(twins)) * len(args.seeds)
+    print(f"{n_runs} runs ({len(models)} model(s) x {len(args.arms) - len(twins)} arms x {len(args.seeds)} seeds), "
+          f"{args.jobs} at a time, from {rel(args.config)}", flush=True)
     for arm, twin in twins.items():
         print(f"  {arm} has {twin}'s settings: its runs are {twin}'s", flush=True)
-    with ThreadPoolExecutor(args.jobs) as pool:
-        futures = {run: pool.submit(run_one, base, *run, args.steps, args.out / f"{run[0]}-s{run[1]}", args.reuse)
-                   for run in runs}
-        results = {arm: [curve(futures[(twins.get(arm, arm), s)].result()) for s in args.seeds] for arm in args.arms}
-    summary = summarise(results)
-    print_table(summary, args.seeds)
-    summary.update(date=datetime.date.today().isoformat(), machine=f"{cpu_model()}, {usable_cpus()} CPUs",
-                   seeds=args.seeds, config=str(args.config), steps=args.steps or base.get("max_steps"),
-                   runs={arm: curves for arm, curves in results.items()})
+    results = run_all(base, models, args, twins)
+    summaries = {}
+    for model in models:
+        summary = summarise(results[model])
+        print(f"\n== model {model}")
+        print_table(summary, args.seeds)
+        summary.update(date=datetime.date.today().isoformat(), machine=f"{cpu_model()}, {usable_cpus()} CPUs",
+                       seeds=args.seeds, config=str(args.config), model=model,
+                       steps=args.steps or base.get("max_steps"), runs=results[model])
+        summaries[model] = summary
+    if len(models) > 1:
+        print_across_models(summaries)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
-    plot(summary, results, args.out / "signal_efficiency.png")
-    print(f"\nwritten: {args.out / 'summary.json'}, {args.out / 'signal_efficiency.png'}")
+    one = len(models) == 1
+    (args.out / "summary.json").write_text(json.dumps(summaries[models[0]] if one else {"models": summaries}, indent=1))
+    for model in models:
+        name = "signal_efficiency.png" if one else f"signal_efficiency-{model_slug(model)}.png"
+        plot(summaries[model], results[model], args.out / name)
+    print(f"\nwritten: {args.out / 'summary.json'} and the plots beside it")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ import pytest
 from proctor.sandbox import Sandbox
 
 import test_sandbox_adversarial_langs as adversarial_langs
+import test_sandbox_javacd as javacd_tests
 import test_sandbox_languages as languages
 from gvisor import require_gvisor
 from humaneval_x import LANGUAGES
@@ -87,3 +88,21 @@ def test_a_child_cannot_read_the_programs_memory(sb, language):
     assert adversarial_langs.PEEK in job.code
     r = sb.run(dataclasses.replace(job, code=job.code.replace(adversarial_langs.PEEK, PEEK_MEM)))
     assert r.status == "passed", adversarial_langs.explain(r)
+
+
+# Java's warm compile server (test_sandbox_javacd.py) under gVisor: one container, so the
+# server's pid can be followed from job to job.
+
+@pytest.fixture(scope="module")
+def sb_one(docker_ready):
+    with Sandbox(runtime=require_gvisor(), auto_build=True, retries=0, slots=1, spare=0) as sandbox:
+        yield sandbox
+
+
+@pytest.mark.parametrize("name", ["test_one_server_outlives_jobs_and_no_job_can_reach_it",
+                                  "test_no_class_of_one_compile_reaches_the_next",
+                                  "test_a_compile_the_server_cannot_judge_gets_javacs_own_verdict",
+                                  "test_a_compile_past_its_budget_times_out_and_the_next_job_compiles"])
+def test_java_compile_server(sb_one, name, monkeypatch):
+    monkeypatch.setattr(javacd_tests, "MAY_READ", ("environ", "maps"))
+    getattr(javacd_tests, name)(sb_one)
