@@ -245,14 +245,18 @@ def run_all(base: dict[str, Any], models: list[str], args: argparse.Namespace,
 
 def print_across_models(summaries: dict[str, dict[str, Any]]) -> None:
     """Each arm's gain over uniform on every model: a rule is only as good as its worst model."""
-    print("\nx fewer rollout tokens than uniform to uniform's final score, by model (worst last)")
+    print("\nx fewer rollout tokens than uniform to uniform's final score, by model, and the worst")
     arms = next(iter(summaries.values()))["arms"]
     print(f"{'arm':<14}" + "".join(f"{m:>14}" for m in summaries) + f"{'worst':>10}")
     for arm in arms:
-        gains = [None if r is None else 1 / r for r in (summaries[m]["arms"][arm]["ratio_vs_uniform"]
-                                                        for m in summaries)]
-        cells = "".join(f"{'never' if g is None else f'{g:.2f}x':>14}" for g in gains)
-        worst = "never" if None in gains else f"{min(gains):.2f}x"   # type: ignore[type-var]
+        rows = [summaries[m]["arms"][arm] for m in summaries]
+        # never: the arm did not reach uniform's final score; -: uniform's own first evaluation did
+        gains = [r["ratio_vs_uniform"] and 1 / r["ratio_vs_uniform"] for r in rows]
+        cells = "".join(f"{'never' if r['tokens_to_uniform_final'] is None else '-' if g is None else f'{g:.2f}x':>14}"
+                        for r, g in zip(rows, gains))
+        known = [g for g in gains if g is not None]
+        worst = "never" if any(r["tokens_to_uniform_final"] is None for r in rows) else \
+            f"{min(known):.2f}x" if known else "-"
         print(f"{arm:<14}{cells}{worst:>10}")
 
 
