@@ -100,17 +100,21 @@ class Javacd:
         """End the server for good (SIGKILL); the next compile starts a new one."""
         if self.proc is None:
             return
-        pid, self.proc = self.proc.pid, None
-        hygiene.RESIDENT.pop(pid, None)
+        proc, self.proc = self.proc, None
+        hygiene.RESIDENT.pop(proc.pid, None)
         for sig in (signal.SIGKILL, signal.SIGCONT):
             try:
-                os.kill(pid, sig)
+                os.kill(proc.pid, sig)
             except ProcessLookupError:
                 pass
         try:
-            os.waitpid(pid, 0)
+            os.waitpid(proc.pid, 0)
         except ChildProcessError:
             pass   # reaped by hygiene.reap already
+        # Reaped either way: Popen must not wait for it again, and its pipes close now.
+        proc.returncode = -signal.SIGKILL
+        for pipe in (proc.stdin, proc.stdout):
+            pipe.close()   # type: ignore[union-attr]
 
     def compile(self, units: list[tuple[str, str]], budget_s: float) -> tuple[int, str, Classes, float, float]:
         """Compile ``units`` (path, source): (0 compiled / 1 compile errors, javac's messages,
