@@ -32,7 +32,6 @@ import javacd
 import layout
 from budgets import JAVAC_FLAGS, compile_mb
 from classfile import read_class
-from hygiene import cgroup_cpu_s
 from native import Budget, install, ok, refused
 from runstep import Launch
 from rustcheck import rust_refusal
@@ -42,7 +41,7 @@ OPT = "/opt/proctor"
 GUARD_O = f"{OPT}/native/guard.o"
 
 Built = tuple[list[dict], "Launch | None"]   # compile steps, and how to run (None: the build failed)
-Classes = dict[str, bytes]   # a Java build's class files by binary name
+Classes = javacd.Classes   # a Java build's class files by binary name
 
 
 def build(job: dict, budget: Budget, gvisor: bool) -> Built:
@@ -182,16 +181,11 @@ def java_compile_server(gvisor: bool) -> javacd.Javacd:
 def javac(sources: list[tuple[str, str]], budget: Budget, gvisor: bool) -> tuple[dict, Classes]:
     """Compile the units (path, source) with the warm compile server, or with the command-line
     javac when the server gives no verdict: (the compile step, the classes by binary name)."""
-    t0, cpu0 = time.monotonic(), cgroup_cpu_s()
     try:
-        status, messages, classes, wall, cpu = java_compile_server(gvisor).compile(
-            sources, max(budget.end - t0, 0.05))
-    except TimeoutError:
-        cpu1 = cgroup_cpu_s()
-        return javacd.timed_out_step(time.monotonic() - t0, (cpu1 or 0.0) - (cpu0 or 0.0)), {}
+        return java_compile_server(gvisor).compile(sources, max(budget.end - time.monotonic(), 0.05),
+                                                   budget.limits["output_bytes"])
     except javacd.Unavailable:
         return javac_command(sources, budget)
-    return javacd.compile_step(messages, status, wall, cpu, budget.limits["output_bytes"]), classes
 
 
 def javac_command(sources: list[tuple[str, str]], budget: Budget) -> tuple[dict, Classes]:
@@ -385,8 +379,8 @@ def build_go(job: dict, budget: Budget, gvisor: bool) -> Built:
     # No source that says HTTP can name an HTTP assertion (a dot import or a method value
     # still spells it), so such a job builds against the assert without them; every step
     # of one build searches the same dirs, so the linker sees one assert.
-    first = [] if any("HTTP" in text for _, text in units) else [GO_NOHTTP]
-    compile_ = [f"{GO_TOOLS}/compile", "-pack", *(a for d in first for a in ("-I", d)), *GO_PKGS]
+    nohttp = not any("HTTP" in text for _, text in units)
+    compile_ = [f"{GO_TOOLS}/compile", "-pack", *(["-I", GO_NOHTTP] if nohttp else []), *GO_PKGS]
     steps = [go_step(budget, [*compile_, "-p", GO_PROG, "-o", f"{GO_PROG}.a", *files])]
     if not ok(steps[-1]):
         return steps, None
@@ -407,7 +401,7 @@ def build_go(job: dict, budget: Budget, gvisor: bool) -> Built:
         return steps, None
     # -s -w: no ELF symbol table or DWARF (the runtime's own tables stay, so panics still name
     # functions and lines); the link writes half as much and takes about half the time.
-    link = [f"{GO_TOOLS}/link", "-s", "-w", "-o", "prog", *(a for d in first for a in ("-L", d)),
+    link = [f"{GO_TOOLS}/link", "-s", "-w", "-o", "prog", *(["-L", GO_NOHTTP] if nohttp else []),
             "-L", f"{OPT}/go/pkg", "-L", "/usr/share/gocode/pkg/linux_amd64", "-L", ".", "main.a"]
     steps.append(go_step(budget, link))
     if not ok(steps[-1]):

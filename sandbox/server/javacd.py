@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import os
+import resource
 import select
 import signal
 import struct
@@ -62,12 +63,6 @@ class Unavailable(Exception):
     """The compile server gave no verdict; run the command-line javac instead."""
 
 
-def _drop() -> None:
-    procs.job_defaults()
-    os.setsid()
-    confine.confine_job(COMPILER_UID, COMPILER_UID)
-
-
 def _frame(text: str) -> bytes:
     data = text.encode("utf-8", "surrogatepass")
     return struct.pack(">I", len(data)) + data
@@ -87,13 +82,16 @@ class Javacd:
             return
         argv = [self.java, *DAEMON_FLAGS, f"-XX:SharedArchiveFile={ARCHIVE}", "-cp", JAR, "CompileServer"]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     cwd="/", env=ENV, preexec_fn=self._limits, bufsize=0)
+                                     cwd="/", env=ENV, preexec_fn=self._confine, bufsize=0)
         hygiene.RESIDENT[self.proc.pid] = COMPILER_UID
         self.ready = False
 
-    def _limits(self) -> None:
-        import resource
-        _drop()
+    def _confine(self) -> None:
+        """In the forked child: PID 1's signal dispositions undone, a session of its own, its
+        own uid (no capabilities) and the compile steps' address-space limit."""
+        procs.job_defaults()
+        os.setsid()
+        confine.confine_job(COMPILER_UID, COMPILER_UID)
         resource.setrlimit(resource.RLIMIT_AS, (self.as_bytes, self.as_bytes))
 
     def stop(self) -> None:
@@ -116,44 +114,50 @@ class Javacd:
         for pipe in (proc.stdin, proc.stdout):
             pipe.close()   # type: ignore[union-attr]
 
-    def compile(self, units: list[tuple[str, str]], budget_s: float) -> tuple[int, str, Classes, float, float]:
-        """Compile ``units`` (path, source): (0 compiled / 1 compile errors, javac's messages,
-        classes, wall seconds, CPU seconds of the container while it compiled).
+    def compile(self, units: list[tuple[str, str]], budget_s: float, cap: int) -> tuple[dict, Classes]:
+        """Compile ``units`` (path, source): the compile step as runstep.run_step reports one
+        (javac's messages as stderr, at most ``cap`` bytes; CPU time from the container's
+        cgroup) and the classes (none unless it compiled).
 
-        ``budget_s`` counts from when the server is ready (its start is not the job's).
-        Raises TimeoutError past it (the server is ended) and Unavailable when the server
+        ``budget_s`` counts from when the server is ready (its start is not the job's); past
+        it the server is ended and the step timed out. Raises Unavailable when the server
         gave no verdict (the caller compiles another way).
         """
         self.start()
-        assert self.proc is not None
         try:
-            if not self.ready:
-                self._read(4, time.monotonic() + READY_S, starting=True)
-                self.ready = True
-            else:
-                os.kill(self.proc.pid, signal.SIGCONT)
+            self._wake()
             cpu0, t0 = hygiene.cgroup_cpu_s(), time.monotonic()
-            deadline = t0 + budget_s
-            self._write_all(struct.pack(">I", len(units)) + b"".join(_frame(p) + _frame(s) for p, s in units))
-            status, = struct.unpack(">I", self._read(4, deadline))
-            messages = self._read_bytes(deadline).decode("utf-8", "replace")
-            count, = struct.unpack(">I", self._read(4, deadline))
-            classes = {}
-            for _ in range(count):
-                name = self._read_bytes(deadline).decode("utf-8", "surrogatepass")
-                classes[name] = self._read_bytes(deadline)
-        except TimeoutError:   # an OSError too, but the job's own: its compile took too long
-            raise
+            status, messages, classes = self._exchange(units, t0 + budget_s)
+        except TimeoutError:   # an OSError too, but the job's own: its compile ran past its budget
+            return _timed_out_step(time.monotonic() - t0, _cpu_since(cpu0)), {}
         except (OSError, EOFError, struct.error) as exc:
             self.stop()
             raise Unavailable(f"the compile server failed: {exc!r}") from None
         if status not in (0, 1):
             self.stop()
             raise Unavailable(f"the compile server gave no verdict: {messages[:300]}")
-        os.kill(self.proc.pid, signal.SIGSTOP)
-        cpu1 = hygiene.cgroup_cpu_s()
-        cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else 0.0
-        return status, messages, classes, time.monotonic() - t0, cpu
+        os.kill(self.proc.pid, signal.SIGSTOP)   # type: ignore[union-attr]
+        return _compile_step(messages, status, time.monotonic() - t0, _cpu_since(cpu0), cap), classes
+
+    def _wake(self) -> None:
+        """Wait for a new server to say it is warm, or resume a stopped one."""
+        if not self.ready:
+            self._read(4, time.monotonic() + READY_S, starting=True)
+            self.ready = True
+        else:
+            os.kill(self.proc.pid, signal.SIGCONT)   # type: ignore[union-attr]
+
+    def _exchange(self, units: list[tuple[str, str]], deadline: float) -> tuple[int, str, Classes]:
+        """One request and its reply: (status, javac's messages, classes)."""
+        self._write_all(struct.pack(">I", len(units)) + b"".join(_frame(p) + _frame(s) for p, s in units))
+        status, = struct.unpack(">I", self._read(4, deadline))
+        messages = self._read_bytes(deadline).decode("utf-8", "replace")
+        count, = struct.unpack(">I", self._read(4, deadline))
+        classes = {}
+        for _ in range(count):
+            name = self._read_bytes(deadline).decode("utf-8", "surrogatepass")
+            classes[name] = self._read_bytes(deadline)
+        return status, messages, classes
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
@@ -182,7 +186,12 @@ class Javacd:
         return b"".join(chunks)
 
 
-def compile_step(messages: str, exit_code: int, wall: float, cpu: float, cap: int) -> dict:
+def _cpu_since(cpu0: float | None) -> float:
+    cpu1 = hygiene.cgroup_cpu_s()
+    return cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else 0.0
+
+
+def _compile_step(messages: str, exit_code: int, wall: float, cpu: float, cap: int) -> dict:
     """A compile step as runstep.run_step reports one, for a compile the server made."""
     err = messages.encode("utf-8", "surrogatepass")
     return {"kind": "compile", "stdout": "", "stderr": base64.b64encode(err[:cap]).decode(),
@@ -192,8 +201,8 @@ def compile_step(messages: str, exit_code: int, wall: float, cpu: float, cap: in
             "start_s": 0.0}
 
 
-def timed_out_step(wall: float, cpu: float) -> dict:
+def _timed_out_step(wall: float, cpu: float) -> dict:
     """The step of a compile that ran past its budget (the server was killed, as javac's process would be)."""
-    step = compile_step("", 0, wall, cpu, 0)
+    step = _compile_step("", 0, wall, cpu, 0)
     step.update(exit_code=None, signal=int(signal.SIGKILL), timed_out="wall")
     return step
