@@ -130,8 +130,8 @@ FORGED: dict[str, dict[str, tuple[str, str, str]]] = {
                                            "require('child_process').execSync('sleep 0.2');\n", "failed"),
     },
 }
-# Go: the imports the hacks above use, added to the prompt's import block; the last three
-# only where a hack names them (Go refuses an unused import).
+# Go: the imports the hacks above use, added to the prompt's import block; those of
+# GO_OPTIONAL_IMPORTS only where a hack names them (Go refuses an unused import).
 GO_IMPORTS = '    "os"\n    "syscall"\n'
 GO_OPTIONAL_IMPORTS = ("proctorguard", "proctortestmain", "testing")
 GO_USES = "var _ = math.Abs\nvar _ = os.Exit\nvar _ = syscall.Exit\n"
