@@ -71,6 +71,11 @@ def test_resource_attacks_get_their_verdict(sb, language, monkeypatch):
     # the whole sandbox (infra_error: not judged, never scored). Under runc it is always "memory".
     if language == "go":
         monkeypatch.setitem(adversarial_langs.EXPECTED, "memory", ("memory", "infra_error"))
+    # Measured once in five whole-suite runs under gVisor on the 2-core AMD VM (2026-12-07):
+    # V8's last-ditch collections near --max-old-space-size ran past the CPU limit before V8
+    # gave up, so the heap bomb came back "timeout". Never a pass; under runc always "memory".
+    if language == "javascript":
+        monkeypatch.setitem(adversarial_langs.EXPECTED, "memory", ("memory", "timeout"))
     adversarial_langs.test_resource_attacks_get_their_verdict(sb, language)
 
 
