@@ -1,11 +1,15 @@
-"""Learning signal per rollout token: seven ways to choose prompts, side by side, >= 3 seeds each.
+"""Learning signal per rollout token: eight arms choosing prompts, side by side, >= 3 seeds each.
 
 Every arm is the main job (``examples/train/arithmetic_tiny.yaml``: the tiny model, procedural
 arithmetic, held-out eval on questions disjoint from training by their canonical form) with
-the prompt selection changed, at B = 8 prompts x G = 8 completions per step, except the two
-``-small`` arms, which ask whether fewer prompts per step (B = 4) buy the same for half the tokens:
+the prompt selection changed. The baseline and the other rules take B = 8 prompts x G = 8
+completions per step; the default takes the main job's own batch (B = 8, G = 5), and
+``uniform-batch`` is uniform sampling at that batch (the control: what the smaller groups do
+without the selection); the two ``-small`` arms ask whether fewer prompts per step (B = 4) buy
+the same for half the tokens:
 
-    uniform        prompts drawn uniformly, every group kept (the baseline)
+    uniform        prompts drawn uniformly, every group kept, B = 8 x G = 8 (the baseline)
+    uniform-batch  prompts drawn uniformly at the main job's B and G (the control for its batch)
     dapo           DAPO dynamic sampling: zero-signal groups dropped after they are paid for, redrawn
     skip           pre-rollout skipping from each prompt's own record (GRESO's rule: its last group
                    taught nothing; or the posterior predicts so), drawn anyway 10% of the time
@@ -65,6 +69,7 @@ def merged(*parts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 ARMS: dict[str, dict[str, dict[str, Any]]] = {
     "uniform": merged(OFF, BATCH8),
+    "uniform-batch": OFF,
     "dapo": merged(OFF, BATCH8, {"data": {"dynamic_sampling": True, "max_resample_rounds": 1}}),
     "skip": merged(OFF, BATCH8, {"data": {"skip_predicted_zero_signal": True, "skip_after": 1,
                                           "skip_threshold": 0.8}}),
