@@ -378,6 +378,10 @@ class Watch:
         if self.caller is not None:
             poller.register(caller_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
         exited_at = None
+        # Once the pipes are closed the process is on its way out, but its end is no event here:
+        # wait 1 ms, then 2, 4, ... up to the usual 20 (a fixed 20 ms cost every step and case
+        # up to 20 ms of wall, a program that closes its outputs and runs on costs few wake-ups).
+        exit_wait_ms = 1
         while open_fds or self.status is None:
             now = time.monotonic()
             if self.status is None and now - self.t0 > self.wall_s:
@@ -388,7 +392,8 @@ class Watch:
                 self.kill()
             elif exited_at is not None and open_fds and now - exited_at > 0.2:
                 self.kill()   # a background process still holds the pipes open
-            for fd, _event in poller.poll(20):
+            waiting_for_exit = not open_fds and self.status is None
+            for fd, _event in poller.poll(exit_wait_ms if waiting_for_exit else 20):
                 if fd == caller_fd:
                     self.caller.on_readable()                                     # type: ignore[union-attr]
                     if self.caller.done:                                          # type: ignore[union-attr]
@@ -406,6 +411,8 @@ class Watch:
                     poller.unregister(fd)
             if self.status is None:
                 self.reap()
+            if waiting_for_exit:
+                exit_wait_ms = min(2 * exit_wait_ms, 20)
             if self.status is not None and exited_at is None:
                 exited_at = time.monotonic()
                 self.left_behind = len(other_pids(self.mother.keep()))
