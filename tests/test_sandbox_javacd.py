@@ -106,6 +106,14 @@ def test_a_compile_the_server_cannot_judge_gets_javacs_own_verdict(sb):
     assert server_pid(sb) != before
 
 
+def test_a_compiles_cpu_time_is_counted(sb):
+    """The compile runs in the resident server, not a process of the job's: its CPU time is the
+    container's cgroup counter's under runc and the server's own under gVisor (which has no
+    such counter), never 0."""
+    r = sb.run(first("java").job(after="class Broken {\n    int x = ;\n}\n", limits=LIM))
+    assert r.status == "compile_error" and r.cpu_s > 0, explain(r) + f"\ncpu_s={r.cpu_s}"
+
+
 def test_a_compile_past_its_budget_times_out_and_the_next_job_compiles(sb):
     p = first("java")
     many = "class Many {\n" + "".join(
@@ -113,5 +121,6 @@ def test_a_compile_past_its_budget_times_out_and_the_next_job_compiles(sb):
         for i in range(3000)) + "}\n"
     r = sb.run(p.job(after=many, limits=Limits(wall_s=10, cpu_s=5, memory_mb=256, compile_s=0.2)))
     assert r.status == "compile_error" and "compilation exceeded 0.2 s" in r.stderr, explain(r)
+    assert r.cpu_s > 0, f"the timed-out compile's CPU time was not read: {r.cpu_s}"
     ok = sb.run(p.job(limits=LIM))
     assert ok.status == "passed", explain(ok)

@@ -107,7 +107,8 @@ def sb_one(docker_ready):
 @pytest.mark.parametrize("name", ["test_one_server_outlives_jobs_and_no_job_can_reach_it",
                                   "test_no_class_of_one_compile_reaches_the_next",
                                   "test_a_compile_the_server_cannot_judge_gets_javacs_own_verdict",
-                                  "test_a_compile_past_its_budget_times_out_and_the_next_job_compiles"])
+                                  "test_a_compile_past_its_budget_times_out_and_the_next_job_compiles",
+                                  "test_a_compiles_cpu_time_is_counted"])
 def test_java_compile_server(sb_one, name, monkeypatch):
     monkeypatch.setattr(javacd_tests, "MAY_READ", ("environ", "maps"))
     getattr(javacd_tests, name)(sb_one)

@@ -51,6 +51,22 @@ def cgroup_cpu_s() -> float | None:
     return int(text) / 1e9
 
 
+def cpu_reading(pid: int) -> float | None:
+    """CPU seconds so far: the container's (every process in it), or where no cgroup counter
+    can be read (gVisor), process ``pid``'s own: its threads and the children it waited for.
+    For work done by a resident server (a session's kernel, the Java compile server)."""
+    total = cgroup_cpu_s()
+    if total is not None:
+        return total
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # After ")": state is field 3 of stat(5); utime, stime, cutime, cstime are fields 14-17.
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def oom_kills() -> int:
     if OOM_FILE is None:
         return 0

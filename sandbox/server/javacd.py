@@ -117,7 +117,8 @@ class Javacd:
     def compile(self, units: list[tuple[str, str]], budget_s: float, cap: int) -> tuple[dict, Classes]:
         """Compile ``units`` (path, source): the compile step as runstep.run_step reports one
         (javac's messages as stderr, at most ``cap`` bytes; CPU time from the container's
-        cgroup) and the classes (none unless it compiled).
+        cgroup, or under gVisor, which has none, the server's own) and the classes (none unless
+        it compiled).
 
         ``budget_s`` counts from when the server is ready (its start is not the job's); past
         it the server is ended and the step timed out. Raises Unavailable when the server
@@ -126,18 +127,22 @@ class Javacd:
         self.start()
         try:
             self._wake()
-            cpu0, t0 = hygiene.cgroup_cpu_s(), time.monotonic()
+            pid = self.proc.pid   # type: ignore[union-attr]
+            cpu0, t0 = hygiene.cpu_reading(pid), time.monotonic()
             status, messages, classes = self._exchange(units, t0 + budget_s)
         except TimeoutError:   # an OSError too, but the job's own: its compile ran past its budget
-            return _timed_out_step(time.monotonic() - t0, _cpu_since(cpu0)), {}
+            cpu = _cpu_since(cpu0, pid)
+            self.stop()
+            return _timed_out_step(time.monotonic() - t0, cpu), {}
         except (OSError, EOFError, struct.error) as exc:
             self.stop()
             raise Unavailable(f"the compile server failed: {exc!r}") from None
         if status not in (0, 1):
             self.stop()
             raise Unavailable(f"the compile server gave no verdict: {messages[:300]}")
-        os.kill(self.proc.pid, signal.SIGSTOP)   # type: ignore[union-attr]
-        return _compile_step(messages, status, time.monotonic() - t0, _cpu_since(cpu0), cap), classes
+        cpu = _cpu_since(cpu0, pid)
+        os.kill(pid, signal.SIGSTOP)
+        return _compile_step(messages, status, time.monotonic() - t0, cpu, cap), classes
 
     def _wake(self) -> None:
         """Wait for a new server to say it is warm, or resume a stopped one."""
@@ -174,10 +179,10 @@ class Javacd:
         while got < n:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
-                self.stop()
                 if starting:
+                    self.stop()
                     raise Unavailable(f"the compile server did not start within {READY_S:.0f} s")
-                raise TimeoutError
+                raise TimeoutError   # the caller reads the compile's CPU time, then ends the server
             chunk = os.read(fd, min(n - got, 1 << 20))
             if not chunk:
                 raise EOFError("the compile server exited")
@@ -186,8 +191,9 @@ class Javacd:
         return b"".join(chunks)
 
 
-def _cpu_since(cpu0: float | None) -> float:
-    cpu1 = hygiene.cgroup_cpu_s()
+def _cpu_since(cpu0: float | None, pid: int) -> float:
+    """The compile's CPU seconds: the container's since ``cpu0``, or (gVisor) the server's own."""
+    cpu1 = hygiene.cpu_reading(pid)
     return cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else 0.0
 
 

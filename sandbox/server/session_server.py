@@ -39,7 +39,7 @@ import layout
 import procs
 import pycandidate
 import session_kernel
-from hygiene import REAPED, cgroup_cpu_s, oom_kills, other_pids, reap, scrub, sweep
+from hygiene import REAPED, cpu_reading, oom_kills, other_pids, reap, scrub, sweep
 from runstep import wait_report
 
 RESET_NOTE = "the session was reset: its variables, imports and files are gone"
@@ -350,21 +350,6 @@ class Cell:
             return {**answer, "error": f"{answer.get('error') or 'MemoryError'}; {RESET_NOTE}", "reset": True}
         answer["reset"] = False
         return answer
-
-
-def cpu_reading(kernel_pid: int) -> float | None:
-    """CPU seconds so far: the container's (every process of the session), or where no cgroup
-    counter can be read (gVisor), the kernel's own: its threads and the children it waited for."""
-    total = cgroup_cpu_s()
-    if total is not None:
-        return total
-    try:
-        with open(f"/proc/{kernel_pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    # After ")": state is field 3 of stat(5); utime, stime, cutime, cstime are fields 14-17.
-    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def _state(pid: object) -> str | None:
