@@ -360,7 +360,7 @@ def test_values_of_every_kind_round_trip(tmp_path):
     task = Task("t1", [{"role": "user", "content": "1 + 1?"}], "2", data={"cases": [["1", "2"]], "pair": (1, 2)})
     item = SuiteItem("digits", task)
     rollout = Rollout((1, 2), (3, 4), (-0.25, -math.inf), "ab", "length", 2, {"turns": 2}, (1, 0))
-    scored = Scored([item, item], [rollout, rollout], [Verdict.infra("gone", host="h"), Verdict(0.5, {"c": 0.5})])
+    scored = Scored([item, item], [rollout, rollout], [Verdict.infra("gone", host="h"), Verdict(0.5, {"c": 0.5})], (2,))
     batch = TrainBatch(*(torch.rand(2, 3) for _ in range(6)), inert=RowCount(1, 2.5), whole=RowCount(3, 4.0))
     state = {"rng": rng.getstate(), "np": gen.bit_generator.state, "weights": {("digits", "t1"): 0.5},
              "floats": [math.nan, math.inf, -math.inf, 0.1 + 0.2, -0.0], "bytes": b"\x00\xff", "set": {3},

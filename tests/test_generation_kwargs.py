@@ -207,9 +207,9 @@ def test_max_prompt_length_truncates_left_or_redraws_and_counts(model_and_tokeni
 def test_overflow_counts_survive_group_filtering_and_merging():
     from proctor.trainer.records import Scored
 
-    a = Scored([], [], [], 1, prompts_truncated=2)
-    b = Scored([], [], [], 1, prompts_dropped=3)
-    both = a.keep_groups([], 2) + b
+    a = Scored([], [], [], (), 1, prompts_truncated=2)
+    b = Scored([], [], [], (), 1, prompts_dropped=3)
+    both = a.keep_groups([]) + b
     assert (both.prompts_truncated, both.prompts_dropped) == (2, 3)
 
 

@@ -90,7 +90,7 @@ def test_every_generated_token_has_one_fate(tiny, tmp_path):
 
 def _scored(lengths: list[int]) -> Scored:
     rollouts = [Rollout((1,), (7,) * n, (0.0,) * n, "x" * n, "stop") for n in lengths]
-    return Scored([None] * len(lengths), rollouts, [Verdict(reward=0.0, parts={}, correct=False)] * len(lengths))
+    return Scored.uniform([None] * len(lengths), rollouts, [Verdict(reward=0.0, parts={}, correct=False)] * len(lengths), 1)
 
 
 def test_step_ledger_fates():

@@ -199,7 +199,7 @@ def _scored(items, passes: float, group_size: int = 8):
     rollouts = [Rollout((1,), (2, 3), (0.0, 0.0), "x", "stop") for _ in flat]
     verdicts = [Verdict(reward=float(j < right), parts={}, correct=j < right)
                 for _ in items for j in range(group_size)]
-    return Scored(flat, rollouts, verdicts)
+    return Scored.uniform(flat, rollouts, verdicts, group_size)
 
 
 @pytest.mark.parametrize("passes, warns", [(0.25, False), (1.0, True), (0.0, True)])
@@ -211,7 +211,7 @@ def test_a_probe_whose_predictions_miss_the_pass_rates_is_named(passes, warns):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for step in range(30):
-            drawer.observe(_scored(drawer.draw(8), passes), 8, step)
+            drawer.observe(_scored(drawer.draw(8), passes), step)
     named = [w for w in caught if issubclass(w.category, ProbeCalibrationWarning)]
     assert len(named) == (1 if warns else 0)          # once
     if warns:

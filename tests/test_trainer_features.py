@@ -60,8 +60,8 @@ def test_dynamic_sampling_counts_the_tokens_of_every_round_and_logs_before_filte
     runner = trainer.parts.rollouts
     original = runner.__call__
 
-    def counting(items, watch):
-        scored = original(items, watch)
+    def counting(items, watch, sizes=None):
+        scored = original(items, watch, sizes)
         calls.append(sum(sum(r.learned()) for r in scored.rollouts))
         return scored
 

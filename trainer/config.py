@@ -117,6 +117,10 @@ class RolloutConfig:
     # `proctor serve` engines in their own processes (started for the run if no URL is given)
     backend: Literal["transformers", "vllm", "vllm_server"] = "transformers"
     group_size: int = 8                       # G
+    # [min, max]: each prompt's group sized from the answer probe's predicted pass rate (few near
+    # 0.5, more near the band's ends); a step still samples prompts_per_step x group_size
+    # completions, over as many prompts as their sizes take. null: every group is group_size.
+    adaptive_group_size: Optional[tuple[int, int]] = None
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
@@ -500,7 +504,7 @@ def _is_problems(r: RolloutConfig) -> list[str]:
 
 def _rollout_problems(c: RunConfig) -> list[str]:
     r = c.rollout
-    problems = _sampling_problems(r) + _is_problems(r)
+    problems = _sampling_problems(r) + _is_problems(r) + _adaptive_group_problems(c)
     if r.async_generation and r.backend == "transformers":
         problems.append("rollout.async_generation needs rollout.backend vllm or vllm_server: transformers samples "
                         "with the learner's own weights, which the update changes while the next batch generates")
@@ -514,6 +518,22 @@ def _rollout_problems(c: RunConfig) -> list[str]:
         problems.append("rollout.vllm.sleep: on applies to rollout.backend vllm (colocated); a server frees "
                         "nothing of the learner's devices")
     return problems
+
+
+def _adaptive_group_problems(c: RunConfig) -> list[str]:
+    sizes, r = c.rollout.adaptive_group_size, c.rollout
+    if sizes is None:
+        return []
+    if not 2 <= sizes[0] <= r.group_size <= sizes[1]:
+        return [f"rollout.adaptive_group_size must be [min, max] with 2 <= min <= rollout.group_size "
+                f"({r.group_size}) <= max: the sizes a prompt's group may take (got {list(sizes)})"]
+    needs = [name for name, on in (("data.answer_probe: true", not c.data.answer_probe),
+                                   ("data.dynamic_sampling: false", c.data.dynamic_sampling),
+                                   ("rollout.async_generation: false", r.async_generation),
+                                   ("objective.algorithm: grpo", c.objective.algorithm != "grpo"),
+                                   ("optim.steps_per_generation: 1", c.optim.steps_per_generation > 1)) if on]
+    return [f"rollout.adaptive_group_size sizes each group from the answer probe's prediction, in synchronous "
+            f"GRPO without resampling: set {', '.join(needs)}, or adaptive_group_size: null"] if needs else []
 
 
 def flat_view(config: Any, prefix: str = "") -> dict[str, Any]:

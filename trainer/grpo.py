@@ -40,13 +40,13 @@ from .step_row import step_row
 from .rollout.weight_sync import sync_due, sync_every
 
 
-def _first_with_signal(fresh: Scored, group_size: int, wanted: int) -> tuple[Scored, Scored]:
+def _first_with_signal(fresh: Scored, wanted: int) -> tuple[Scored, Scored]:
     """(``wanted`` groups of ``fresh``, those with signal first; the other groups)."""
-    signal = groups_with_signal(fresh, group_size)
+    signal = groups_with_signal(fresh)
     order = sorted(range(len(signal)), key=lambda i: not signal[i])   # stable: signal first, then draw order
     chosen = set(order[:wanted])
     taken = [i in chosen for i in range(len(signal))]
-    return fresh.keep_groups(taken, group_size), fresh.keep_groups([not t for t in taken], group_size)
+    return fresh.keep_groups(taken), fresh.keep_groups([not t for t in taken])
 
 
 class GRPOTrainer(Run):
@@ -80,7 +80,7 @@ class GRPOTrainer(Run):
         index = (step - 1) % spg             # this step's share of the generation batch
         if index == 0 or self.generation is None:
             self.generation = self._generate(step, watch)          # phases 1-4
-        part = self.generation.part(index, self.cfg.rollout.group_size)
+        part = self.generation.part(index)
         if self.infra.blocks(part.scored, step):   # the machinery failed: no update on a batch it could not judge
             learn = LearnStats.not_taken().as_dict() | {"skipped_infra": 1}
             return self._row(step, part, learn, watch, time.perf_counter() - t_step)
@@ -122,9 +122,9 @@ class GRPOTrainer(Run):
         else:
             prompts = self.cfg.data.prompts_per_step * self.cfg.optim.steps_per_generation
             with watch.section("select"):   # drawing, and the answer probe's forward pass when on
-                items = self.draw_prompts(prompts)
-            scored = self.rollout(items, watch)
-        self.parts.drawer.observe(scored, self.cfg.rollout.group_size, step)
+                items, sizes = self.parts.drawer.draw_sized(prompts)
+            scored = self.rollout(items, watch, sizes)
+        self.parts.drawer.observe(scored, step)
         return scored, lags
 
     def _resample(self, scored: Scored, step: int, watch: Stopwatch) -> tuple[Scored, Scored, int]:
@@ -135,11 +135,11 @@ class GRPOTrainer(Run):
         groups. With a sharded policy each forward is a collective, so every process then
         draws and generates the largest count missing anywhere, keeps what it misses (groups
         with signal first) and drops the rest; otherwise each draws its own count."""
-        d, g = self.cfg.data, self.cfg.rollout.group_size
+        d = self.cfg.data
         rounds = 0
         dropped = Scored([], [], [])
         while d.dynamic_sampling and rounds < d.max_resample_rounds:
-            keep = groups_with_signal(scored, g)
+            keep = groups_with_signal(scored)
             missing = d.prompts_per_step * self.cfg.optim.steps_per_generation - sum(keep)
             most = self.agree.max(missing)
             if most == 0:
@@ -152,10 +152,10 @@ class GRPOTrainer(Run):
                 more = self.draw_prompts(count)
             fresh = (self.pipeline.run(lambda: self.rollout(more, watch)) if self.pipeline is not None
                      else self.rollout(more, watch))
-            self.parts.drawer.observe(fresh, g, step)
-            fresh, surplus = _first_with_signal(fresh, g, missing)
-            dropped = dropped + scored.keep_groups([not k for k in keep], g) + surplus
-            scored = scored.keep_groups(keep, g) + fresh
+            self.parts.drawer.observe(fresh, step)
+            fresh, surplus = _first_with_signal(fresh, missing)
+            dropped = dropped + scored.keep_groups([not k for k in keep]) + surplus
+            scored = scored.keep_groups(keep) + fresh
         return scored, dropped, rounds
 
     def _advantages(self, scored: Scored) -> tuple[AdvantageStats, torch.Tensor]:
@@ -166,7 +166,7 @@ class GRPOTrainer(Run):
             # The batch std is over the whole batch, every process (as TRL gathers it), not this share.
             local = torch.where(valid, rewards, torch.nan).to(self.accelerator.device)
             everyone = self.accelerator.gather(local).cpu()
-        adv = group_advantages(rewards, self.cfg.rollout.group_size, scale=self.cfg.objective.scale_rewards,
+        adv = group_advantages(rewards, scored.sizes, scale=self.cfg.objective.scale_rewards,
                                valid=valid, batch_rewards=everyone)
         if self.cfg.data.skip_reweight:
             # Undo the prompt mix that skipping changed: 1 / P(kept) per group, divided by the batch's
@@ -237,8 +237,9 @@ class GRPOTrainer(Run):
         return step_row(values)
 
     # ================================================================== the parts, for callers and tests
-    def rollout(self, items: list[SuiteItem], watch: Stopwatch) -> Scored:
-        return self.parts.rollouts(items, watch)
+    def rollout(self, items: list[SuiteItem], watch: Stopwatch, sizes: Optional[list[int]] = None) -> Scored:
+        """Each item's completions: G each, or ``sizes`` (the probe's per-prompt group sizes)."""
+        return self.parts.rollouts(items, watch, sizes)
 
     def _zero_rows_are_inert(self) -> bool:
         o = self.cfg.objective

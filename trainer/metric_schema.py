@@ -116,6 +116,7 @@ METRICS: tuple[Metric, ...] = (
     _m("probe_topped_up", "sum", "prompts", "slots filled from outside the band"),
     _m("probe_predicted_pass", "mean", "fraction", "the chosen prompts' predicted pass rate"),
     _m("probe_predicted_signal", "mean", "fraction", "their predicted chance of a group with signal"),
+    _m("probe_group_size", "mean", "completions", "their mean group size (rollout.adaptive_group_size)"),
     # evaluation (computed over every process's share already)
     _m("eval_*", "first", "as named", "held-out evaluation (evaluation.py)"),
 )

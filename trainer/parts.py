@@ -121,7 +121,7 @@ def selection_rules(cfg: GRPOConfig) -> SelectionRules:
     d = cfg.data
     return SelectionRules(cfg.rollout.group_size, skip=d.skip_predicted_zero_signal, skip_threshold=d.skip_threshold,
                           skip_after=d.skip_after, explore=d.skip_explore, band=d.target_pass_rate,
-                          probe_pool=d.probe_pool)
+                          probe_pool=d.probe_pool, group_sizes=cfg.rollout.adaptive_group_size)
 
 def build_probe(cfg: GRPOConfig, suite: EnvSuite, model: torch.nn.Module, tokenizer: Any,
                 prompt_ids: Callable[[SuiteItem], list[int]]) -> Optional[AnswerProbe]:

@@ -120,7 +120,7 @@ class PPOTrainer(Run):
         with watch.section("select"):   # drawing, and the answer probe's forward pass when on
             items = self.parts.drawer.draw(self.cfg.data.prompts_per_step)
         scored = self.parts.rollouts(items, watch)
-        self.parts.drawer.observe(scored, self.cfg.rollout.group_size, step)
+        self.parts.drawer.observe(scored, step)
         if self.infra.blocks(scored, step):   # the machinery failed: no update on a batch it could not judge
             learn = LearnStats.not_taken().as_dict() | {"skipped_infra": 1}
             return self._row(step, scored, learn, watch, time.perf_counter() - t_step)

@@ -1,6 +1,6 @@
 """The plain data a step passes between its phases; no behaviour beyond slicing.
 
-    Scored      B groups of G rollouts with their verdicts       (rollout phase → advantages)
+    Scored      B groups of rollouts with their verdicts          (rollout phase → advantages)
     TrainBatch  the padded tensors the learner trains on          (advantages → learner)
     LossSpec    the objective's constants                         (config → loss function)
     LearnStats  what one update measured                          (learner → step row)
@@ -25,11 +25,13 @@ from .rollout.base import Rollout
 
 @dataclass(frozen=True)
 class Scored:
-    """B groups of G rollouts with their verdicts, group-contiguous."""
+    """B groups of rollouts with their verdicts, group-contiguous: group b is ``sizes[b]``
+    rollouts of one prompt (G each, unless ``rollout.adaptive_group_size`` sized them)."""
 
-    items: list[SuiteItem]            # one per rollout (each prompt's item repeated G times)
+    items: list[SuiteItem]            # one per rollout (each prompt's item repeated once per rollout)
     rollouts: list[Rollout]
     verdicts: list[Verdict]
+    sizes: tuple[int, ...] = ()       # each group's rollouts, in order; sum = len(rollouts)
     turns: int = 1                    # the most turns any rollout ran (multi-turn envs)
     prompts_truncated: int = 0        # prompts over data.max_prompt_length cut from the left
     prompts_dropped: int = 0          # ... or dropped and replaced by another draw
@@ -38,19 +40,42 @@ class Scored:
         if not len(self.items) == len(self.rollouts) == len(self.verdicts):
             raise ValueError(f"Scored: {len(self.items)} items, {len(self.rollouts)} rollouts and "
                              f"{len(self.verdicts)} verdicts must be equal (a short list would shift rewards)")
+        if sum(self.sizes) != len(self.rollouts) or any(g < 1 for g in self.sizes):
+            raise ValueError(f"Scored: group sizes {self.sizes} do not cover its {len(self.rollouts)} rollouts")
 
-    def groups(self, size: int) -> list[slice]:
-        return [slice(s, s + size) for s in range(0, len(self.rollouts), size)]
+    @staticmethod
+    def uniform(items: list[SuiteItem], rollouts: list[Rollout], verdicts: list[Verdict], group_size: int,
+                **counts: int) -> "Scored":
+        """Groups of ``group_size`` each (``counts``: turns, prompts_truncated, prompts_dropped)."""
+        if group_size < 1 or len(rollouts) % group_size:
+            raise ValueError(f"Scored: {len(rollouts)} rollouts do not split into whole groups of {group_size}")
+        return Scored(items, rollouts, verdicts, (group_size,) * (len(rollouts) // group_size), **counts)
 
-    def keep_groups(self, keep: list[bool], size: int) -> "Scored":
-        idx = [i for i in range(len(self.rollouts)) if keep[i // size]]
+    def groups(self) -> list[slice]:
+        starts = group_starts(self.sizes)
+        return [slice(s, s + g) for s, g in zip(starts, self.sizes)]
+
+    def keep_groups(self, keep: list[bool]) -> "Scored":
+        if len(keep) != len(self.sizes):
+            raise ValueError(f"keep_groups: {len(keep)} flags for {len(self.sizes)} groups")
+        idx = [i for group, k in zip(self.groups(), keep) if k for i in range(group.start, group.stop)]
         return Scored([self.items[i] for i in idx], [self.rollouts[i] for i in idx],
-                      [self.verdicts[i] for i in idx], self.turns, self.prompts_truncated, self.prompts_dropped)
+                      [self.verdicts[i] for i in idx], tuple(g for g, k in zip(self.sizes, keep) if k),
+                      self.turns, self.prompts_truncated, self.prompts_dropped)
 
     def __add__(self, other: "Scored") -> "Scored":
         return Scored(self.items + other.items, self.rollouts + other.rollouts, self.verdicts + other.verdicts,
-                      max(self.turns, other.turns), self.prompts_truncated + other.prompts_truncated,
-                      self.prompts_dropped + other.prompts_dropped)
+                      self.sizes + other.sizes, max(self.turns, other.turns),
+                      self.prompts_truncated + other.prompts_truncated, self.prompts_dropped + other.prompts_dropped)
+
+
+def group_starts(sizes: tuple[int, ...]) -> list[int]:
+    """Each group's first row."""
+    starts, at = [], 0
+    for g in sizes:
+        starts.append(at)
+        at += g
+    return starts
 
 
 @dataclass(frozen=True)
@@ -172,29 +197,35 @@ class Generation:
         return replace(self, batch=self.batch.to(device),
                        old_logp=None if self.old_logp is None else self.old_logp.to(device))
 
-    def part(self, index: int, group_size: int) -> "Generation":
-        """The share of optimizer step ``index`` (0-based): a contiguous run of whole groups."""
+    def part(self, index: int) -> "Generation":
+        """The share of optimizer step ``index`` (0-based): a contiguous run of whole groups
+        (an equal count of groups each, the last step taking the remainder)."""
         if self.steps == 1:
             return self
-        n = len(self.scored.rollouts)
-        size = n // group_size // self.steps * group_size
-        rows = slice(index * size, n if index == self.steps - 1 else (index + 1) * size)
-        idx = list(range(n))[rows]
+        sizes = self.scored.sizes
+        per = len(sizes) // self.steps
+        first_group, end_group = index * per, len(sizes) if index == self.steps - 1 else (index + 1) * per
+        starts = group_starts(sizes) + [len(self.scored.rollouts)]
+        rows = slice(starts[first_group], starts[end_group])
+        idx = list(range(len(self.scored.rollouts)))[rows]
         first = index == 0
         return Generation(
-            Scored(self.scored.items[rows], self.scored.rollouts[rows], self.scored.verdicts[rows], self.scored.turns,
+            Scored(self.scored.items[rows], self.scored.rollouts[rows], self.scored.verdicts[rows],
+                   sizes[first_group:end_group], self.scored.turns,
                    self.scored.prompts_truncated if first else 0, self.scored.prompts_dropped if first else 0),
-            self.dropped if first else Scored([], [], []), _rows_of(self.advantages, rows, group_size),
+            self.dropped if first else Scored([], [], []),
+            _rows_of(self.advantages, rows, starts[first_group:end_group]),
             self.batch.slice(rows), self.num_items, None if self.old_logp is None else self.old_logp[rows], 1,
             self.rounds if first else 0, None if self.lags is None else [self.lags[i] for i in idx])
 
 
-def _rows_of(adv: Any, rows: slice, group_size: int) -> Any:
-    """AdvantageStats restricted to ``rows`` (whole groups); the zero-signal share recounted."""
+def _rows_of(adv: Any, rows: slice, starts: list[int]) -> Any:
+    """AdvantageStats restricted to ``rows`` (whole groups, first rows ``starts``); the zero-signal share recounted."""
     zero = adv.zero_signal[rows]
+    firsts = adv.zero_signal[starts] if starts else zero
     return replace(adv, advantages=adv.advantages[rows], group_mean=adv.group_mean[rows],
                    group_std=adv.group_std[rows], zero_signal=zero, valid=adv.valid[rows],
-                   frac_zero_signal=float(zero[::group_size].float().mean()) if len(zero) else 0.0)
+                   frac_zero_signal=float(firsts.float().mean()) if len(zero) else 0.0)
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,7 @@ class Run:
         skipped = self.parts.drawer.memory.tokens_saved - self.totals.skipped_estimate   # since the last row
         ledger = step_ledger(scored, weights, dropped, taken, skipped)
         self.totals = self.totals + ledger
-        self.parts.log.samples(sample_rows(step, scored, self.cfg.rollout.group_size, self.cfg.log.sample_completions))
+        self.parts.log.samples(sample_rows(step, scored, self.cfg.log.sample_completions))
         return ledger
 
     def evaluate(self) -> dict[str, float]:

@@ -133,6 +133,20 @@ class PromptDrawer:
             items.append(item)
         return items
 
+    def draw_sized(self, n: int) -> tuple[list[SuiteItem], Optional[list[int]]]:
+        """Tasks for n groups' worth of completions (n x G), and each one's group size when the
+        answer probe sizes them (``rules.group_sizes``); else n tasks and None (G each)."""
+        if self.probing is None or self.rules.group_sizes is None:
+            return self.draw(n), None
+        pool = [self._candidate() for _ in range(self.rules.probe_pool * n)]
+        items, sizes = [], []
+        for item, weight, size in self.probing.choose_sized(pool, n * self.rules.group_size, self.rules.group_sizes,
+                                                            self.rng):
+            self.weights[(item.env, item.task.id)] = weight
+            items.append(item)
+            sizes.append(size)
+        return items, sizes
+
     def _candidate(self) -> tuple[SuiteItem, float]:
         """One task from the sampler (at the frontier's level for envs it covers) and its weight."""
         item, weight = self.sample(1, self.np_rng)[0], 1.0
@@ -163,9 +177,9 @@ class PromptDrawer:
         """P_uniform / P_selected at the prompt's last draw: the importance weight that undoes selection."""
         return self.weights.get((item.env, item.task.id), 1.0)
 
-    def observe(self, scored: Scored, group_size: int, step: int) -> None:
+    def observe(self, scored: Scored, step: int) -> None:
         """Every scored group updates the memories; lengths update the expected cost of a skip."""
-        for group in scored.groups(group_size):
+        for group in scored.groups():
             item = scored.items[group.start]
             correct = [v.correct for v in scored.verdicts[group] if v.scored]
             self.memory.update(memory_key(item), correct, step)
@@ -262,7 +276,8 @@ class PromptLimit:
 
 
 class RolloutRunner:
-    """prompts → G completions each → verdicts, as one ``Scored`` batch in prompt order."""
+    """prompts → G completions each (or each prompt's own count) → verdicts, as one ``Scored``
+    batch in prompt order."""
 
     def __init__(self, generator: Generator, tokenize: Callable[[SuiteItem], list[int]], score: ScoreFn,
                  sampling: SamplingParams, chunk_sequences: int, overlap_scoring: bool = True,
@@ -279,15 +294,26 @@ class RolloutRunner:
         self.more_turns = more_turns
         self.scorer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="proctor-score")
 
-    def __call__(self, items: Sequence[SuiteItem], watch: Stopwatch) -> Scored:
-        """Generate in chunks; each finished chunk is scored in a thread while the next generates."""
+    def __call__(self, items: Sequence[SuiteItem], watch: Stopwatch, sizes: Optional[Sequence[int]] = None) -> Scored:
+        """Generate in chunks; each finished chunk is scored in a thread while the next generates.
+
+        ``sizes``: each prompt's own count of completions (``rollout.adaptive_group_size``); such
+        prompts are sampled one completion per copy, the same distribution as ``n`` at once."""
         items, prompts, truncated, dropped = self.limit.apply(list(items), [self.tokenize(it) for it in items],
                                                               self.tokenize)
+        if sizes is not None and len(sizes) != len(items):
+            raise ValueError(f"RolloutRunner: {len(sizes)} group sizes for {len(items)} prompts")
+        counts = list(sizes) if sizes is not None else [self.sampling.n] * len(items)
+        sampling, per_chunk = self.sampling, self.per_chunk
+        if sizes is not None:
+            items = [it for it, n in zip(items, counts) for _ in range(n)]
+            prompts = [p for p, n in zip(prompts, counts) for _ in range(n)]
+            sampling, per_chunk = replace(self.sampling, n=1), self.per_chunk * self.sampling.n
         pending: list[tuple[list[SuiteItem], list[Rollout], Optional[Future]]] = []
-        for start in range(0, len(items), self.per_chunk):
+        for start in range(0, len(items), per_chunk):
             with watch.section("generate"):
-                groups = self.generator.generate(prompts[start:start + self.per_chunk], self.sampling)
-            flat_items = [it for it in items[start:start + self.per_chunk] for _ in range(self.sampling.n)]
+                groups = self.generator.generate(prompts[start:start + per_chunk], sampling)
+            flat_items = [it for it in items[start:start + per_chunk] for _ in range(sampling.n)]
             flat = [r for g in groups for r in g]
             # Without overlap, everything is scored after generation (the baseline it is measured against).
             future = self.scorer.submit(self._score, flat_items, flat, watch) if self.overlap else None
@@ -310,7 +336,8 @@ class RolloutRunner:
                 rollouts, verdicts, more = self.more_turns(items_out, rollouts, verdicts,
                                                            lambda its, rs: self._score(its, rs, watch))
                 turns = max(turns, more)
-        return Scored(items_out, rollouts, verdicts, turns, prompts_truncated=truncated, prompts_dropped=dropped)
+        return Scored(items_out, rollouts, verdicts, tuple(counts), turns, prompts_truncated=truncated,
+                      prompts_dropped=dropped)
 
     def _score(self, items: list[SuiteItem], rollouts: list[Rollout], watch: Stopwatch) -> list[Optional[Verdict]]:
         """The verdicts of the completions that end their episode here; None for tool episodes'
@@ -375,10 +402,10 @@ class InfraGuard:
         return True
 
 
-def groups_with_signal(scored: Scored, group_size: int) -> list[bool]:
+def groups_with_signal(scored: Scored) -> list[bool]:
     """Per group: at least two judged completions whose rewards differ."""
     keep = []
-    for group in scored.groups(group_size):
+    for group in scored.groups():
         rewards = [v.reward for v in scored.verdicts[group] if v.scored]
         keep.append(len(rewards) >= 2 and max(rewards) - min(rewards) > 1e-6)
     return keep

@@ -107,13 +107,26 @@ def _scored_out(s: Scored) -> dict[str, Any]:
             unique.append(item)
         index.append(seen[id(item)])
     return {"items": unique, "item_of_rollout": index, "rollouts": list(s.rollouts), "verdicts": list(s.verdicts),
-            "turns": s.turns, "prompts_truncated": s.prompts_truncated, "prompts_dropped": s.prompts_dropped}
+            "sizes": list(s.sizes), "turns": s.turns, "prompts_truncated": s.prompts_truncated, "prompts_dropped": s.prompts_dropped}
 
 
 def _scored_back(f: dict[str, Any]) -> Scored:
     items = f["items"]
     return Scored([items[i] for i in f["item_of_rollout"]], list(f["rollouts"]), list(f["verdicts"]),
-                  f.get("turns", 1), f.get("prompts_truncated", 0), f.get("prompts_dropped", 0))
+                  _sizes(f), f.get("turns", 1), f.get("prompts_truncated", 0), f.get("prompts_dropped", 0))
+
+
+def _sizes(f: dict[str, Any]) -> tuple[int, ...]:
+    """The group sizes; a checkpoint from before they were written: the runs of one item."""
+    if "sizes" in f:
+        return tuple(f["sizes"])
+    runs: list[int] = []
+    for i, item in enumerate(f["item_of_rollout"]):
+        if i and item == f["item_of_rollout"][i - 1]:
+            runs[-1] += 1
+        else:
+            runs.append(1)
+    return tuple(runs)
 
 
 def _row_count_out(c: RowCount) -> dict[str, Any]:

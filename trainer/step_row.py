@@ -139,9 +139,10 @@ def _token_values(v: StepValues) -> dict[str, Any]:
     }
 
 
-def sample_rows(step: int, scored: Scored, group_size: int, limit: int) -> Iterator[dict[str, Any]]:
+def sample_rows(step: int, scored: Scored, limit: int) -> Iterator[dict[str, Any]]:
     """The first completion of the first ``limit`` groups, with its verdict (samples.jsonl)."""
-    firsts = list(zip(scored.items, scored.rollouts, scored.verdicts))[::group_size][:limit]
+    rows = list(zip(scored.items, scored.rollouts, scored.verdicts))
+    firsts = [rows[group.start] for group in scored.groups()][:limit]
     for item, r, v in firsts:
         yield {"step": step, "env": item.env, "task_id": item.task.id, "completion": r.text,
                "reward": v.reward if v.scored else None, "status": v.status, "correct": v.correct,

@@ -2,7 +2,10 @@
 
 GRPO has no critic: the baseline for a completion is the mean reward of the G completions
 sampled for the same prompt (its *group*). Samples are laid out group-contiguous,
-``N = num_groups * G``, and a batch never splits a group.
+``N = num_groups * G``, and a batch never splits a group. Groups may also differ in size
+(``rollout.adaptive_group_size``): then ``group_size`` is the sizes in order, and each group's
+statistics are over its own samples (laid out as a [num_groups, max size] table whose empty
+cells count like invalid samples: NaN, outside every mean and std).
 
     A_i = (r_i - mean_g(r)) / (std_g(r) + eps)    scale="group"  (GRPO, DeepSeekMath)
     A_i = (r_i - mean_g(r)) / (std_B(r) + eps)    scale="batch"  (std over the whole batch)
@@ -22,7 +25,7 @@ or +-inf is treated the same way as ``valid=False``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Sequence
 
 import torch
 from torch import Tensor
@@ -61,9 +64,30 @@ def _check_groups(n: int, group_size: int) -> None:
         raise ValueError(f"{n} samples do not split into whole groups of {group_size}")
 
 
+def _table(r: Tensor, is_valid: Tensor, group_size: int | Sequence[int]) -> tuple[Tensor, Tensor, Tensor]:
+    """The samples [N] laid out by group: (rewards [num_groups, width], NaN in empty cells;
+    valid [num_groups, width], False there; each group's size [num_groups])."""
+    n = r.numel()
+    if isinstance(group_size, int):
+        _check_groups(n, group_size)
+        sizes = torch.full((n // group_size,), group_size, dtype=torch.long, device=r.device)
+        return r.view(-1, group_size), is_valid.view(-1, group_size), sizes
+    sizes = torch.tensor(list(group_size), dtype=torch.long, device=r.device)
+    if (sizes < 1).any() or int(sizes.sum()) != n:
+        raise ValueError(f"{n} samples do not split into groups of sizes {list(group_size)}")
+    width = int(sizes.max()) if n else 1
+    group = torch.repeat_interleave(torch.arange(sizes.numel(), device=r.device), sizes)     # [N]
+    starts = torch.cumsum(sizes, 0) - sizes                                                 # [num_groups]
+    cells = group * width + (torch.arange(n, device=r.device) - starts[group])              # [N]
+    grouped = torch.full((sizes.numel() * width,), torch.nan, dtype=r.dtype, device=r.device)
+    valid = torch.zeros(sizes.numel() * width, dtype=torch.bool, device=r.device)
+    grouped[cells], valid[cells] = r, is_valid
+    return grouped.view(-1, width), valid.view(-1, width), sizes
+
+
 def group_advantages(
     rewards: Tensor,
-    group_size: int,
+    group_size: int | Sequence[int],
     scale: Scale = "group",
     eps: float = 1e-4,
     valid: Tensor | None = None,
@@ -72,7 +96,8 @@ def group_advantages(
     atol: float = 1e-6,
     batch_rewards: Tensor | None = None,
 ) -> AdvantageStats:
-    """GRPO advantages for group-contiguous ``rewards`` [N].
+    """GRPO advantages for group-contiguous ``rewards`` [N], in groups of ``group_size`` (or of
+    the sizes listed, in order).
 
     ``valid`` [N] bool marks the samples that were judged; invalid ones (and NaN/inf rewards)
     are excluded from their group's statistics and get advantage 0. ``center="batch"`` uses
@@ -83,7 +108,6 @@ def group_advantages(
     """
     if rewards.dim() != 1:
         raise ValueError(f"rewards must be 1-D [N], got shape {tuple(rewards.shape)}")
-    _check_groups(rewards.numel(), group_size)
     if not rewards.is_floating_point():
         rewards = rewards.float()
 
@@ -92,10 +116,10 @@ def group_advantages(
         is_valid = is_valid & valid.to(device=rewards.device, dtype=torch.bool)
     # NaN is how "not in the statistics" is spelled from here on: nanmean/nanstd skip it.
     r = torch.where(is_valid, rewards, torch.nan)
-    grouped = r.view(-1, group_size)
+    grouped, valid_grouped, sizes = _table(r, is_valid, group_size)   # [num_groups, width] x2, [num_groups]
 
-    group_mean = torch.nanmean(grouped, dim=1).repeat_interleave(group_size)
-    group_std = nanstd(grouped, dim=1).repeat_interleave(group_size)
+    group_mean = torch.nanmean(grouped, dim=1).repeat_interleave(sizes)
+    group_std = nanstd(grouped, dim=1).repeat_interleave(sizes)
 
     everyone = r if batch_rewards is None else batch_rewards.to(device=r.device, dtype=r.dtype)
     baseline = group_mean if center == "group" else torch.nanmean(everyone).expand_as(r)
@@ -112,7 +136,6 @@ def group_advantages(
 
     # A group teaches nothing when its valid rewards are all the same (or it has < 2 of them):
     # every advantage is then 0 (up to rounding), whatever the scale.
-    valid_grouped = is_valid.view(-1, group_size)
     hi = torch.where(valid_grouped, grouped, -torch.inf).amax(dim=1)
     lo = torch.where(valid_grouped, grouped, torch.inf).amin(dim=1)
     zero_group = (valid_grouped.sum(dim=1) < 2) | (hi - lo <= atol)
@@ -121,7 +144,7 @@ def group_advantages(
         advantages=advantages,
         group_mean=group_mean,
         group_std=group_std,
-        zero_signal=zero_group.repeat_interleave(group_size),
+        zero_signal=zero_group.repeat_interleave(sizes),
         valid=is_valid,
         frac_zero_signal=zero_group.sum().item() / max(1, zero_group.numel()),
     )

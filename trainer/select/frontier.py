@@ -58,6 +58,7 @@ class SelectionRules:
     band: Optional[tuple[float, float]] = None      # the frontier's target pass-rate band; None: off
     level_decay: float = 0.9                        # per-step factor on a level's old evidence
     probe_pool: int = 4                             # answer probe: candidates probed per prompt drawn
+    group_sizes: Optional[tuple[int, int]] = None   # answer probe: [min, max] per-prompt group sizes; None: G each
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,39 @@ def signal_chance(p: float, group_size: int) -> float:
     return 1.0 - p ** group_size - (1.0 - p) ** group_size
 
 
+# rollout.adaptive_group_size: a prompt's group is the smallest size in range whose chance of
+# coming back all right or all wrong is at most this (the zero-signal share the issue aims at).
+ALL_EQUAL_CHANCE = 0.25
+
+
+def sized_group(p: Optional[float], sizes: tuple[int, int], default: int) -> int:
+    """The group size for a prompt predicted to pass ``p`` of the time: the least g in
+    ``sizes`` = [lo, hi] with p^g + (1 - p)^g <= ALL_EQUAL_CHANCE, else hi; ``default``
+    (rollout.group_size) for a prompt the probe could not score (p None).
+
+    At the band's middle few samples suffice (p = 0.5: 4 give 1 - 2/16 = 88 % signal); near its
+    ends more are needed (p = 0.2: 7 give 79 %)."""
+    if p is None:
+        return default
+    lo, hi = sizes
+    for g in range(lo, hi + 1):
+        if p ** g + (1.0 - p) ** g <= ALL_EQUAL_CHANCE:
+            return g
+    return hi
+
+
+def fit_size(wanted: int, left: int, smallest: int) -> int:
+    """The size a prompt gets when ``left`` completions of the step's budget remain: what it
+    wants, unless that would leave fewer than ``smallest`` (then it takes the remainder, or
+    leaves exactly ``smallest`` for one more prompt). Prompts sized in turn this way spend the
+    budget exactly, so a step always has B x G rows whatever the mix (equal across
+    data-parallel processes, and within the memory plan)."""
+    g = min(wanted, left)
+    if 0 < left - g < smallest:
+        g = left if left - smallest < smallest else left - smallest
+    return g
+
+
 def answer_reference(template: str) -> Callable[[SuiteItem], Optional[str]]:
     """The reference reply of an item: ``template`` with its task's answer, None without one."""
     def reference(item: SuiteItem) -> Optional[str]:
@@ -118,4 +151,5 @@ def agreement_problem(predicted: Sequence[float], observed: Sequence[float], min
     return None
 
 
-__all__ = ["AnswerProbe", "agreement_problem", "answer_reference", "signal_chance"]
+__all__ = ["ALL_EQUAL_CHANCE", "AnswerProbe", "agreement_problem", "answer_reference", "fit_size", "signal_chance",
+           "sized_group"]
