@@ -1,12 +1,13 @@
-"""Learning signal per rollout token: eight arms choosing prompts, side by side, >= 3 seeds each.
+"""Learning signal per rollout token: nine arms choosing prompts, side by side, >= 3 seeds each.
 
 Every arm is the main job (``examples/train/arithmetic_tiny.yaml``: the tiny model, procedural
 arithmetic, held-out eval on questions disjoint from training by their canonical form) with
 the prompt selection changed. The baseline and the other rules take B = 8 prompts x G = 8
-completions per step; the default takes the main job's own batch (B = 8, G = 5), and
-``uniform-batch`` is uniform sampling at that batch (the control: what the smaller groups do
-without the selection); the two ``-small`` arms ask whether fewer prompts per step (B = 4) buy
-the same for half the tokens:
+completions per step; the default takes the main job's own budget (B x G = 8 x 5 completions,
+over prompts whose groups the answer probe sizes from 3 to 8), ``probe-fixed`` the same probe
+with every group G = 5, and ``uniform-batch`` is uniform sampling at B = 8, G = 5 (the control:
+what the smaller groups do without the selection); the two ``-small`` arms ask whether fewer
+prompts per step (B = 4) buy the same for half the tokens:
 
     uniform        prompts drawn uniformly, every group kept, B = 8 x G = 8 (the baseline)
     uniform-batch  prompts drawn uniformly at the main job's B and G (the control for its batch)
@@ -14,14 +15,16 @@ the same for half the tokens:
     skip           pre-rollout skipping from each prompt's own record (GRESO's rule: its last group
                    taught nothing; or the posterior predicts so), drawn anyway 10% of the time
     adaptive       the difficulty frontier: levels whose predicted pass rate is in the target band
-    probe-small    the default's selection (the answer probe) at B = 4
+    probe-fixed    the answer probe with one group size, G = 5 (the default before sized groups)
+    probe-small    the answer probe at B = 4, G = 5
     uniform-small  uniform sampling at B = 4 (the control: what the smaller batch does alone)
     default        the main job's own settings, unchanged (Proctor's default: the answer probe)
 
 Printed per arm (mean over seeds): the final held-out score (pass@1 of samples at the
 training temperature, from 4 per question: the expected reward on unseen questions), the rollout tokens
-it took to first reach the uniform arm's final held-out score (and the ratio to uniform's),
-and the share of rollout tokens that taught nothing (zero-signal groups, kept or dropped); beside
+it took to first reach the uniform arm's final held-out score at an evaluation (and the ratio
+to uniform's; beside it, the ratio read between evaluations on a straight line, an estimate:
+the evaluations 50 steps apart make the first reading up to 50 steps late), and the share of rollout tokens that taught nothing (zero-signal groups, kept or dropped); beside
 them, what the answer probe read (forward-only tokens, not generated) and the seconds of training
 steps (evaluations left out). Drawn: held-out pass rate against rollout tokens, one line per arm (``signal_efficiency.png``).
 
@@ -52,9 +55,12 @@ from machine import cpu_model, usable_cpus  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MAIN_JOB = ROOT / "examples/train/arithmetic_tiny.yaml"
+DROP = "<drop>"   # a key the arm removes from the main job's config (its default then applies)
 OFF = {"data": {"dynamic_sampling": False, "skip_predicted_zero_signal": False, "target_pass_rate": None,
                 "difficulty_envs": None, "skip_reweight": False, "skip_after": 0, "answer_probe": False,
-                "skip_explore": 0.1}}
+                "skip_explore": 0.1},
+       "rollout": {"adaptive_group_size": DROP}}
+FIXED_G = {"rollout": {"adaptive_group_size": DROP}}
 BATCH8 = {"data": {"prompts_per_step": 8}, "rollout": {"group_size": 8}}
 
 
@@ -74,7 +80,8 @@ ARMS: dict[str, dict[str, dict[str, Any]]] = {
     "skip": merged(OFF, BATCH8, {"data": {"skip_predicted_zero_signal": True, "skip_after": 1,
                                           "skip_threshold": 0.8}}),
     "adaptive": merged(OFF, BATCH8, {"data": {"target_pass_rate": [0.2, 0.8]}}),
-    "probe-small": {"data": {"prompts_per_step": 4}},
+    "probe-fixed": FIXED_G,
+    "probe-small": merged(FIXED_G, {"data": {"prompts_per_step": 4}}),
     "uniform-small": merged(OFF, {"data": {"prompts_per_step": 4}}),
     "default": {},
 }
@@ -83,7 +90,7 @@ ARMS: dict[str, dict[str, dict[str, Any]]] = {
 def arm_config(base: dict[str, Any], arm: str, seed: int, steps: int | None, out: Path) -> dict[str, Any]:
     cfg = json.loads(json.dumps(base))
     for section, values in ARMS[arm].items():
-        cfg[section] = {**cfg.get(section, {}), **values}
+        cfg[section] = {k: v for k, v in {**cfg.get(section, {}), **values}.items() if v != DROP}
     cfg.update(seed=seed, output_dir=str(out))
     if steps is not None:
         cfg["max_steps"] = steps
@@ -171,19 +178,37 @@ def tokens_to_reach(mean: dict[str, list[float]], target: float) -> float | None
     return next((t for t, h in zip(mean["tokens"], mean["held_out"]) if h >= target - 1e-9), None)
 
 
+def tokens_to_reach_between(mean: dict[str, list[float]], target: float) -> float | None:
+    """The same, read between evaluations: tokens where the straight line from the last seed-mean
+    score below ``target`` to the first at or above it crosses it (an estimate: evaluations
+    come every 50 steps, so the first one at or above the target can be up to 50 steps late)."""
+    points = list(zip(mean["tokens"], mean["held_out"]))
+    for i, (t, h) in enumerate(points):
+        if h >= target - 1e-9:
+            if i == 0:
+                return t
+            (t0, h0) = points[i - 1]
+            return t0 + (t - t0) * (target - h0) / (h - h0)
+    return None
+
+
 def summarise(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
     means = {arm: mean_curve(curves) for arm, curves in results.items()}
     target = means["uniform"]["held_out"][-1]
     uniform_tokens = tokens_to_reach(means["uniform"], target)
+    uniform_between = tokens_to_reach_between(means["uniform"], target)
     table = {}
     for arm, curves in results.items():
         reach = tokens_to_reach(means[arm], target)
+        between = tokens_to_reach_between(means[arm], target)
         table[arm] = {
             "final_held_out": means[arm]["held_out"][-1],
             "final_greedy": sum(c["greedy"][-1] for c in curves) / len(curves),
             "final_held_out_seeds": [c["held_out"][-1] for c in curves],
             "tokens_to_uniform_final": reach,
             "ratio_vs_uniform": None if reach is None or not uniform_tokens else reach / uniform_tokens,
+            "tokens_to_uniform_final_between": between,
+            "ratio_vs_uniform_between": None if between is None or not uniform_between else between / uniform_between,
             "zero_signal_share": sum(c["zero_signal_tokens"] for c in curves) / sum(c["rollout_tokens"] for c in curves),
             "rollout_tokens": sum(c["rollout_tokens"] for c in curves) / len(curves),
             "probed_tokens": sum(c.get("probed_tokens", 0) for c in curves) / len(curves),
@@ -196,12 +221,13 @@ def summarise(results: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, A
 def print_table(summary: dict[str, Any], seeds: list[int]) -> None:
     print(f"\nheld-out target = uniform's final score {summary['target']:.3f} (mean of {len(seeds)} seeds)")
     head = f"{'arm':<14}{'held-out pass@1':>16}{'greedy':>8}{'tokens to target':>18}{'x fewer than uniform':>22}" \
-           f"{'zero-signal share':>19}{'rollout tokens':>16}{'probed (fwd)':>14}{'step s':>8}"
+           f"{'(interpolated)':>16}{'zero-signal share':>19}{'rollout tokens':>16}{'probed (fwd)':>14}{'step s':>8}"
     print(head + "\n" + "-" * len(head))
     for arm, r in summary["arms"].items():
         reach = "not reached" if r["tokens_to_uniform_final"] is None else f"{r['tokens_to_uniform_final']:,.0f}"
         ratio = "-" if r["ratio_vs_uniform"] is None else f"{1 / r['ratio_vs_uniform']:.2f}x"
-        print(f"{arm:<14}{r['final_held_out']:>16.3f}{r['final_greedy']:>8.3f}{reach:>18}{ratio:>22}"
+        between = "-" if r["ratio_vs_uniform_between"] is None else f"{1 / r['ratio_vs_uniform_between']:.2f}x"
+        print(f"{arm:<14}{r['final_held_out']:>16.3f}{r['final_greedy']:>8.3f}{reach:>18}{ratio:>22}{between:>16}"
               f"{r['zero_signal_share']:>19.1%}{r['rollout_tokens']:>16,.0f}{r['probed_tokens']:>14,.0f}"
               f"{r['step_seconds']:>8.0f}")
 
