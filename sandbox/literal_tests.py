@@ -33,6 +33,8 @@ import builtins
 from dataclasses import dataclass
 from typing import Optional
 
+from proctor.pyast import parse
+
 MAX_CHECKS = 2000
 _BUILTINS = frozenset(dir(builtins))
 _COMPARE = {ast.Eq: "eq", ast.NotEq: "ne", ast.Is: "is", ast.IsNot: "is_not"}
@@ -68,7 +70,7 @@ class Check:
 def literal_plan(tests: str) -> Optional[list[Check]]:
     """The checks of ``tests`` in order, or None when they are more than literal assertions."""
     try:
-        module = ast.parse(tests)
+        module = parse(tests)
         checks = _module_checks(module.body, tests.splitlines())
     except (SyntaxError, ValueError, Unsupported, RecursionError, MemoryError):
         return None

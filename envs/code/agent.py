@@ -18,6 +18,8 @@ import ast
 from dataclasses import replace
 from typing import Any, Mapping, Optional, Union
 
+from proctor.pyast import parse
+
 from ..core.sources import BadRow, ListSource, TaskSource
 from ..core.types import Task
 from ..core.verifier import Rubric
@@ -39,7 +41,7 @@ def split_visible(tests: str, keep: int = 1) -> Optional[str]:
     ``keep``-th assert; None when it has fewer than ``keep + 1`` asserting statements (nothing
     would stay hidden) or no ``check`` to split."""
     try:
-        tree = ast.parse(tests)
+        tree = parse(tests)
     except SyntaxError:
         return None
     check = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"), None)

@@ -14,6 +14,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Optional
 
+from proctor.pyast import parse
+
 MODES = ("last", "first", "all", "longest")
 FALLBACKS = ("parse", "whole", "none")
 
@@ -203,7 +205,7 @@ def _parse_python(source: str) -> Optional[ast.Module]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")   # SyntaxWarning for "\d" and the like
-            return ast.parse(source)
+            return parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return None
 

@@ -16,6 +16,8 @@ import ast
 import functools
 from typing import Optional
 
+from proctor.pyast import parse
+
 HEADER = "# The task's own helpers, used by the tests below (the program's may not stand in for them).\n"
 
 
@@ -31,7 +33,7 @@ def with_prompt_helpers(tests: str, prefix: Optional[str], entry_point: Optional
 def prompt_helpers(prefix: str, entry_point: Optional[str], used: frozenset[str]) -> str:
     """The source of the prompt's top-level definitions reachable from ``used``, with its imports."""
     try:
-        tree = ast.parse(prefix)
+        tree = parse(prefix)
     except SyntaxError:
         return ""
     defined = {name: node for node in tree.body for name in _defines(node) if name != entry_point}
@@ -68,7 +70,7 @@ def _defines(node: ast.stmt) -> list[str]:
 
 def _names(source: str) -> set[str]:
     try:
-        return _names_in(ast.parse(source))
+        return _names_in(parse(source))
     except SyntaxError:
         return set()
 

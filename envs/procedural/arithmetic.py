@@ -24,6 +24,8 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Optional, Sequence
 
+from proctor.pyast import parse
+
 from ..core.difficulty import DifficultyKnob
 from ..core.sources import ListSource
 from ..core.splits import DEFAULT_EVAL_FRACTION, check_partition, draw_partition, in_eval_partition
@@ -106,7 +108,7 @@ def question_key(expression: str) -> str:
 
 def _tree(expression: str) -> ast.expr:
     """The expression as Python reads it (× and ÷ as * and /)."""
-    return ast.parse(expression.replace("×", "*").replace("÷", "/"), mode="eval").body
+    return parse(expression.replace("×", "*").replace("÷", "/"), mode="eval").body
 
 
 def _canonical(node: ast.expr) -> str:

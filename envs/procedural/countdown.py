@@ -14,6 +14,8 @@ from collections import Counter
 from fractions import Fraction
 from typing import Optional
 
+from proctor.pyast import parse
+
 from ..core.difficulty import DifficultyKnob
 from ..core.sources import ListSource
 from ..core.splits import DEFAULT_EVAL_FRACTION, check_partition, draw_partition
@@ -90,7 +92,7 @@ def evaluate(expression: str) -> tuple[Optional[Fraction], list[int], str]:
     if len(expression) > MAX_EXPRESSION_CHARS:
         return None, [], "expression too long"
     try:
-        tree = ast.parse(expression.replace("×", "*").replace("÷", "/"), mode="eval")
+        tree = parse(expression.replace("×", "*").replace("÷", "/"), mode="eval")
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None, [], "not an arithmetic expression"
     used: list[int] = []
