@@ -56,7 +56,9 @@ class Sandbox:
     (default: ``DOCKER_TLS_VERIFY``/``DOCKER_CERT_PATH``). A plain-TCP host is root for
     anyone who reaches it: refused unless ``insecure_tcp=True``. ``slots``: jobs at once per
     host (default: the local CPU count; for remote hosts, the engine's CPU count).
-    ``retries``: extra attempts, each on a fresh container, after an infrastructure
+    ``warm_kinds``: container kinds (a language at one memory/pids/disk budget) kept warm
+    side by side, ``slots`` of each, plus ``spare`` (see `HostPool`): a batch that mixes
+    languages does not swap containers at each change of language. ``retries``: extra attempts, each on a fresh container, after an infrastructure
     error; only then is ``infra_error`` reported. ``auto_build``: build missing
     images instead of raising. ``runtime``: an OCI runtime other than the engine's
     default (``runsc`` for gVisor) for code that is hostile, not merely wrong.
@@ -71,12 +73,15 @@ class Sandbox:
     """
 
     def __init__(self, hosts: Optional[Sequence[str]] = None, *, slots: Optional[int] = None,
-                 retries: int = 2, cpus_per_job: float = 1.0, spare: int = 1,
+                 retries: int = 2, cpus_per_job: float = 1.0, spare: int = 1, warm_kinds: int = 4,
                  max_jobs_per_container: int = 1000, auto_build: bool = False,
                  runtime: Optional[str] = None, cache: Optional[VerdictCache] = None,
                  tls: TLSArg = None, insecure_tcp: bool = False,
                  startup_check: Sequence[str] = ("python",), down_after: int = 3,
                  probe_after_s: float = 5.0) -> None:
+        if not isinstance(warm_kinds, int) or warm_kinds < 1:
+            raise SandboxError(f"Sandbox(warm_kinds={warm_kinds!r}): give a whole number >= 1, the container "
+                               "kinds (language x budget) kept warm side by side; 4 is the default")
         self.retries = retries
         self.cpus_per_job = cpus_per_job
         self.auto_build = auto_build
@@ -105,7 +110,7 @@ class Sandbox:
                 breaker = Breaker(name, self._cond, down_after=down_after, probe_after_s=probe_after_s,
                                   runtime=runtime, on_change=self._host_changed)
                 self.pools.append(HostPool(client, name, n, self.pool_id, breaker, spare=spare,
-                                           max_jobs_per_container=max_jobs_per_container))
+                                           warm_kinds=warm_kinds, max_jobs_per_container=max_jobs_per_container))
             self._check_hosts(startup_check)
         except BaseException:
             self.close()
