@@ -309,6 +309,25 @@ class RolloutRunner:
             items = [it for it, n in zip(items, counts) for _ in range(n)]
             prompts = [p for p, n in zip(prompts, counts) for _ in range(n)]
             sampling, per_chunk = replace(self.sampling, n=1), self.per_chunk * self.sampling.n
+        items_out, rollouts, judged = self._generate_and_score(items, prompts, sampling, per_chunk, watch)
+        turns = 1
+        if self.tool_turns is not None:
+            with watch.section("tool_episodes"):   # tools and the later replies of tool episodes
+                turns = self._tool_episodes(items_out, rollouts, judged)
+        verdicts = all_verdicts(judged, "RolloutRunner")
+        if self.more_turns is not None:
+            with watch.section("later_turns"):
+                rollouts, verdicts, more = self.more_turns(items_out, rollouts, verdicts,
+                                                           lambda its, rs: self._score(its, rs, watch))
+                turns = max(turns, more)
+        return Scored(items_out, rollouts, verdicts, tuple(counts), turns, prompts_truncated=truncated,
+                      prompts_dropped=dropped)
+
+    def _generate_and_score(self, items: list[SuiteItem], prompts: list[list[int]], sampling: SamplingParams,
+                            per_chunk: int, watch: Stopwatch
+                            ) -> tuple[list[SuiteItem], list[Rollout], list[Optional[Verdict]]]:
+        """(items, rollouts, verdicts), one per completion in prompt order: each chunk of
+        ``per_chunk`` prompts is scored in a thread while the next one generates."""
         pending: list[tuple[list[SuiteItem], list[Rollout], Optional[Future]]] = []
         for start in range(0, len(items), per_chunk):
             with watch.section("generate"):
@@ -326,18 +345,7 @@ class RolloutRunner:
                 items_out += flat_items
                 rollouts += flat
                 judged += future.result() if future is not None else self._score(flat_items, flat, watch)
-        turns = 1
-        if self.tool_turns is not None:
-            with watch.section("tool_episodes"):   # tools and the later replies of tool episodes
-                turns = self._tool_episodes(items_out, rollouts, judged)
-        verdicts = all_verdicts(judged, "RolloutRunner")
-        if self.more_turns is not None:
-            with watch.section("later_turns"):
-                rollouts, verdicts, more = self.more_turns(items_out, rollouts, verdicts,
-                                                           lambda its, rs: self._score(its, rs, watch))
-                turns = max(turns, more)
-        return Scored(items_out, rollouts, verdicts, tuple(counts), turns, prompts_truncated=truncated,
-                      prompts_dropped=dropped)
+        return items_out, rollouts, judged
 
     def _score(self, items: list[SuiteItem], rollouts: list[Rollout], watch: Stopwatch) -> list[Optional[Verdict]]:
         """The verdicts of the completions that end their episode here; None for tool episodes'
