@@ -24,7 +24,8 @@ binary reward), so each request compiles again; the Proctor APIs get ``Job(code,
 limit: run_timeout + 5 s); compile_timeout 10 s; memory 1024 MB (verl's default).
 
 Method: ``--rounds`` rounds; in each, for each kind of job, every arm runs its own batch of that
-kind (distinct jobs: a comment names arm, round and index, so no verdict cache answers), the arms
+kind (``--mixed``: one batch of every kind, shuffled the same way for every arm, as a trainer
+sends a step's rewards; then only the whole has a jobs/s) (distinct jobs: a comment names arm, round and index, so no verdict cache answers), the arms
 taking turns in an order rotated each round, so load from other work hits all arms alike.
 jobs/s = jobs / summed wall time of the arm's batches; p50/p99 = per-job latency (client threads:
 request sent to verdict; a C++ job's latency is all its requests); batch arms have no per-job
@@ -44,13 +45,14 @@ os.environ["OMP_NUM_THREADS"] = "1"
 import argparse
 import datetime as _dt
 import json
+import random
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 from machine import cpu_model, memory_gib, usable_cpus   # bench/: run as `python bench/...`
 from service_arms import ARMS, Arm, Outcome, make_arms
@@ -163,6 +165,30 @@ def measure(arms: list[Arm], counts: dict[str, int], rounds: int, conc: int) -> 
     return tallies, loads
 
 
+def measure_mixed(arms: list[Arm], counts: dict[str, int], rounds: int, conc: int
+                  ) -> tuple[dict, list[float], dict[str, float]]:
+    """``--mixed``: each round, every arm gets the round's jobs of all kinds as one batch, shuffled
+    (the same order for every arm), as a trainer sends a step's rewards. Per-kind tallies keep
+    verdicts and latencies; only the whole batch has a wall time (returned per arm)."""
+    tallies = {a.name: {k: Tally() for k in KINDS} for a in arms}
+    elapsed = {a.name: 0.0 for a in arms}
+    loads = []
+    for rnd in range(rounds):
+        loads.append(round(os.getloadavg()[0], 2))
+        order = arms[rnd % len(arms):] + arms[:rnd % len(arms)]
+        log(f"round {rnd + 1}/{rounds} (load {loads[-1]}), one mixed batch per arm: {', '.join(a.name for a in order)}")
+        for arm in order:
+            jobs = [j for kind in KINDS if counts.get(kind) for j in batch_of(kind, counts[kind], rnd, arms.index(arm))]
+            random.Random(rnd).shuffle(jobs)
+            outs, took, lat = run_batch(arm, jobs) if arm.batch else run_threads(arm, jobs, conc)
+            elapsed[arm.name] += took
+            for kind in KINDS:
+                idx = [i for i, j in enumerate(jobs) if j.kind == kind]
+                tallies[arm.name][kind].add([jobs[i] for i in idx], [outs[i] for i in idx], 0.0,
+                                            [lat[i] for i in idx] if lat else [])
+    return tallies, loads, elapsed
+
+
 # --------------------------------------------------------------------------- reporting
 
 
@@ -202,7 +228,8 @@ def print_tables(result: dict) -> None:
         print("\n| ratio | all | " + " | ".join(kinds) + " |")
         print("| --- | --- |" + " --- |" * len(kinds))
         for label, r in result["ratios"].items():
-            print(f"| {label} | {fmt(r['all'], '.2f')}x | " + " | ".join(f"{fmt(r[k], '.2f')}x" for k in kinds) + " |")
+            cells = [fmt(r[k], ".2f") + ("x" if r[k] is not None else "") for k in ("all", *kinds)]
+            print(f"| {label} | " + " | ".join(cells) + " |")
     for name, s in arms.items():
         for m in s["all"]["mismatches"]:
             print(f"  {name}: {m}")
@@ -247,6 +274,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=None, help="rounds (default 3; --quick 1)")
     p.add_argument("--concurrency", type=int, default=4, help="client threads = service pool = library slots")
     p.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated, from {', '.join(ARMS)}")
+    p.add_argument("--mixed", action="store_true",
+                   help="one batch per arm and round holding every kind, shuffled (jobs/s for the whole only)")
     p.add_argument("--scale", type=float, default=1.0, help="multiply the default jobs per round by this")
     p.add_argument("--sf-url", help="a running SandboxFusion (default: start one from /work/sandboxfusion)")
     p.add_argument("--sf-home", default=os.environ.get("SF_HOME", "/work/sandboxfusion"))
@@ -277,10 +306,15 @@ def main(argv: Optional[list[str]] = None) -> int:
             log(f"warming up {len(arms)} arms")
             for arm in arms:
                 arm.warm()
-            tallies, loads = measure(arms, args.counts, args.rounds, args.concurrency)
-    result = {"conditions": {**cond, "loadavg_1m_per_round": loads}, "arms": {}}
+            if args.mixed:
+                tallies, loads, batch_s = measure_mixed(arms, args.counts, args.rounds, args.concurrency)
+            else:
+                (tallies, loads), batch_s = measure(arms, args.counts, args.rounds, args.concurrency), {}
+    result = {"conditions": {**cond, "mixed": args.mixed, "loadavg_1m_per_round": loads}, "arms": {}}
     for name, per_kind in tallies.items():
-        result["arms"][name] = {"all": overall(per_kind).summary(), **{k: t.summary() for k, t in per_kind.items()}}
+        total = overall(per_kind)
+        total.elapsed_s = batch_s.get(name, total.elapsed_s)   # --mixed: only whole batches were timed
+        result["arms"][name] = {"all": total.summary(), **{k: t.summary() for k, t in per_kind.items()}}
     result["ratios"] = ratios(result["arms"])
     print(json.dumps(result["conditions"]))
     print_tables(result)

@@ -71,3 +71,31 @@ def test_humaneval_variants_get_their_expected_verdicts(sandbox) -> None:
     results = sandbox.run_many([proctor_job(j) for j in jobs])
     got = [(j.kind, j.name, result_verdict(r).verdict) for j, r in zip(jobs, results)]
     assert [g for g, j in zip(got, jobs) if g[2] != j.expected] == []
+
+
+def test_mixed_rounds_give_every_arm_every_kind_in_one_order() -> None:
+    # The bench's own bookkeeping for --mixed: arms that answer each job's expected verdict.
+    from sandbox_service import measure_mixed
+    from service_arms import Arm, Outcome
+
+    seen: dict[str, list[list[str]]] = {"lib_batch": [], "lib_run": []}
+
+    def batch(jobs):
+        seen["lib_batch"].append([j.kind for j in jobs])
+        return [Outcome(j.expected) for j in jobs]
+
+    def one(job):
+        return Outcome(job.expected)
+
+    arms = [Arm("lib_batch", True, one, batch), Arm("lib_run", False, one, batch)]
+    counts = {"python right": 5, "python wrong": 2, "cpp right": 1, "cpp timeout": 1}
+    tallies, loads, elapsed = measure_mixed(arms, counts, rounds=2, conc=2)
+    assert len(loads) == 2 and all(elapsed[a] > 0 for a in ("lib_batch", "lib_run"))
+    kinds = seen["lib_batch"]
+    assert len(kinds) == 2 and sorted(kinds[0]) == sorted(k for k, n in counts.items() for _ in range(n))
+    assert kinds[0] != sorted(kinds[0], key=list(KINDS).index)   # shuffled, not kind by kind
+    for name in ("lib_batch", "lib_run"):
+        t = tallies[name]
+        assert {k: t[k].jobs for k in counts} == {k: 2 * n for k, n in counts.items()}
+        assert all(t[k].agree == t[k].jobs and t[k].elapsed_s == 0.0 for k in counts)
+    assert len(tallies["lib_run"]["python right"].latencies_ms) == 10 and not tallies["lib_batch"]["python right"].latencies_ms
