@@ -138,7 +138,7 @@ def _probe_agreement(env: Any, model: str, n_tasks: int, template: str) -> Optio
 
     from proctor.trainer.select.probe import agreement_problem
 
-    from proctor.trainer.config_checks import answer_template_problem
+    from proctor.trainer.config import answer_template_problem
 
     problem = answer_template_problem(template)
     if problem:
