@@ -121,6 +121,7 @@ class WarmContainer:
         self.channel: Optional[Channel] = None
         self.jobs_served = 0
         self.started_s = 0.0
+        self.idle_since = 0.0               # monotonic; set by the pool when it goes idle (eviction order)
         self.ready: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ lifecycle

@@ -47,7 +47,6 @@ class HostPool:
         self.probe_spec: Optional[ContainerSpec] = None   # what a probe starts: the spec that failed last
         self._lock = threading.Lock()
         self._idle: dict[ContainerSpec, list[WarmContainer]] = {}   # each list oldest-idle first
-        self._idle_since: dict[int, float] = {}   # id(container) -> when it went idle (picks the eviction)
         self._live = 0
         self._starting: dict[ContainerSpec, int] = {}
         self._background = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"proctor-{host[-12:]}")
@@ -67,13 +66,13 @@ class HostPool:
         with self._lock:
             idle = self._idle.get(spec)
             if idle:
-                return self._take(idle, -1)
+                return idle.pop()   # the most recently idle
         if not self.breaker.admit_start():
             raise HostDown(self.breaker.health().describe())
         evict: Optional[WarmContainer] = None
         with self._lock:
             idle = self._idle.get(spec)
-            found = self._take(idle, -1) if idle else None   # a pre-start finished while we waited for the permit
+            found = idle.pop() if idle else None   # a pre-start finished while we waited for the permit
             if found is None:
                 if self._live >= self.capacity:
                     evict = self._pop_other_idle(spec)
@@ -109,7 +108,7 @@ class HostPool:
     def release(self, container: WarmContainer, healthy: bool) -> None:
         if healthy and container.jobs_served < self.max_jobs and not self._closed:
             with self._lock:
-                self._idle_since[id(container)] = time.monotonic()
+                container.idle_since = time.monotonic()
                 self._idle.setdefault(container.spec, []).append(container)
             return
         with self._lock:
@@ -219,7 +218,7 @@ class HostPool:
             if self._closed:
                 self._live -= 1
             else:
-                self._idle_since[id(container)] = time.monotonic()
+                container.idle_since = time.monotonic()
                 self._idle.setdefault(spec, []).append(container)
                 return
         container.remove()
@@ -229,15 +228,9 @@ class HostPool:
         oldest = [idle for other, idle in self._idle.items() if other != spec and idle]
         if not oldest:
             return None
-        idle = min(oldest, key=lambda cs: self._idle_since.get(id(cs[0]), 0.0))
+        idle = min(oldest, key=lambda cs: cs[0].idle_since)
         self._live -= 1
-        return self._take(idle, 0)
-
-    def _take(self, idle: list[WarmContainer], index: int) -> WarmContainer:
-        """Pop ``idle[index]`` (under ``_lock``): the most recently idle (-1) is reused, the oldest (0) evicted."""
-        container = idle.pop(index)
-        self._idle_since.pop(id(container), None)
-        return container
+        return idle.pop(0)
 
     def _remove(self, container: WarmContainer) -> None:
         self._background.submit(container.remove)
@@ -252,7 +245,6 @@ class HostPool:
             self._closed = True
             idle = [c for cs in self._idle.values() for c in cs]
             self._idle.clear()
-            self._idle_since.clear()
             self._live -= len(idle)
         for container in idle:
             self._background.submit(container.remove)

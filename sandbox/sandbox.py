@@ -58,7 +58,8 @@ class Sandbox:
     host (default: the local CPU count; for remote hosts, the engine's CPU count).
     ``warm_kinds``: container kinds (a language at one memory/pids/disk budget) kept warm
     side by side, ``slots`` of each, plus ``spare`` (see `HostPool`): a batch that mixes
-    languages does not swap containers at each change of language. ``retries``: extra attempts, each on a fresh container, after an infrastructure
+    languages does not swap containers at each change of language.
+    ``retries``: extra attempts, each on a fresh container, after an infrastructure
     error; only then is ``infra_error`` reported. ``auto_build``: build missing
     images instead of raising. ``runtime``: an OCI runtime other than the engine's
     default (``runsc`` for gVisor) for code that is hostile, not merely wrong.
