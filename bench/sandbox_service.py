@@ -24,13 +24,14 @@ binary reward), so each request compiles again; the Proctor APIs get ``Job(code,
 limit: run_timeout + 5 s); compile_timeout 10 s; memory 1024 MB (verl's default).
 
 Method: ``--rounds`` rounds; in each, for each kind of job, every arm runs its own batch of that
-kind (``--mixed``: one batch of every kind, shuffled the same way for every arm, as a trainer
-sends a step's rewards; then only the whole has a jobs/s) (distinct jobs: a comment names arm, round and index, so no verdict cache answers), the arms
+kind (distinct jobs: a comment names arm, round and index, so no verdict cache answers), the arms
 taking turns in an order rotated each round, so load from other work hits all arms alike.
 jobs/s = jobs / summed wall time of the arm's batches; p50/p99 = per-job latency (client threads:
 request sent to verdict; a C++ job's latency is all its requests); batch arms have no per-job
 latency. Verdicts are mapped to pass / fail / timeout / infra and compared with each job's
-expected verdict: agreement is the share equal to it.
+expected verdict: agreement is the share equal to it. ``--mixed``: instead, each round every
+arm gets one batch of every kind, shuffled the same way for every arm, as a trainer sends a
+step's rewards; then only the whole batch has a jobs/s (per kind: p50/p99 and verdicts).
 
     .venv/bin/python bench/sandbox_service.py --quick            # a check, ~1 min
     .venv/bin/python bench/sandbox_service.py                    # the default size, <= 10 min on 2 cores
@@ -52,7 +53,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from machine import cpu_model, memory_gib, usable_cpus   # bench/: run as `python bench/...`
 from service_arms import ARMS, Arm, Outcome, make_arms
@@ -148,19 +149,29 @@ def batch_of(kind: str, count: int, rnd: int, arm_index: int) -> list[BenchJob]:
     return [pool[(start + i) % len(pool)].numbered(f"a{arm_index}.r{rnd}.{i}") for i in range(count)]
 
 
-def measure(arms: list[Arm], counts: dict[str, int], rounds: int, conc: int) -> tuple[dict, list[float]]:
-    tallies = {a.name: {k: Tally() for k in KINDS} for a in arms}
-    loads = []
+def run_arm(arm: Arm, jobs: list[BenchJob], conc: int) -> tuple[list[Outcome], float, list[float]]:
+    return run_batch(arm, jobs) if arm.batch else run_threads(arm, jobs, conc)
+
+
+def rounds_in_turn(arms: list[Arm], rounds: int, loads: list[float], what: str) -> Iterator[tuple[int, list[Arm]]]:
+    """(round, the arms in this round's order): the order rotated each round, the load logged in ``loads``."""
     for rnd in range(rounds):
         loads.append(round(os.getloadavg()[0], 2))
         order = arms[rnd % len(arms):] + arms[:rnd % len(arms)]
-        log(f"round {rnd + 1}/{rounds} (load {loads[-1]}), arms in turn: {', '.join(a.name for a in order)}")
+        log(f"round {rnd + 1}/{rounds} (load {loads[-1]}), {what}: {', '.join(a.name for a in order)}")
+        yield rnd, order
+
+
+def measure(arms: list[Arm], counts: dict[str, int], rounds: int, conc: int) -> tuple[dict, list[float]]:
+    tallies = {a.name: {k: Tally() for k in KINDS} for a in arms}
+    loads: list[float] = []
+    for rnd, order in rounds_in_turn(arms, rounds, loads, "arms in turn"):
         for kind in KINDS:
             if not counts.get(kind):
                 continue
             for arm in order:
                 jobs = batch_of(kind, counts[kind], rnd, arms.index(arm))
-                outs, elapsed, lat = run_batch(arm, jobs) if arm.batch else run_threads(arm, jobs, conc)
+                outs, elapsed, lat = run_arm(arm, jobs, conc)
                 tallies[arm.name][kind].add(jobs, outs, elapsed, lat)
     return tallies, loads
 
@@ -172,15 +183,12 @@ def measure_mixed(arms: list[Arm], counts: dict[str, int], rounds: int, conc: in
     verdicts and latencies; only the whole batch has a wall time (returned per arm)."""
     tallies = {a.name: {k: Tally() for k in KINDS} for a in arms}
     elapsed = {a.name: 0.0 for a in arms}
-    loads = []
-    for rnd in range(rounds):
-        loads.append(round(os.getloadavg()[0], 2))
-        order = arms[rnd % len(arms):] + arms[:rnd % len(arms)]
-        log(f"round {rnd + 1}/{rounds} (load {loads[-1]}), one mixed batch per arm: {', '.join(a.name for a in order)}")
+    loads: list[float] = []
+    for rnd, order in rounds_in_turn(arms, rounds, loads, "one mixed batch per arm"):
         for arm in order:
             jobs = [j for kind in KINDS if counts.get(kind) for j in batch_of(kind, counts[kind], rnd, arms.index(arm))]
             random.Random(rnd).shuffle(jobs)
-            outs, took, lat = run_batch(arm, jobs) if arm.batch else run_threads(arm, jobs, conc)
+            outs, took, lat = run_arm(arm, jobs, conc)
             elapsed[arm.name] += took
             for kind in KINDS:
                 idx = [i for i, j in enumerate(jobs) if j.kind == kind]
