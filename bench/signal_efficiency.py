@@ -1,20 +1,22 @@
-"""Learning signal per rollout token: nine arms choosing prompts, side by side, >= 3 seeds each.
+"""Learning signal per rollout token: ten arms choosing prompts, side by side, >= 3 seeds each.
 
 Every arm is the main job (``examples/train/arithmetic_tiny.yaml``: the tiny model, procedural
 arithmetic, held-out eval on questions disjoint from training by their canonical form) with
 the prompt selection changed. The baseline and the other rules take B = 8 prompts x G = 8
-completions per step; the default takes the main job's own budget (B x G = 8 x 5 completions,
-over prompts whose groups the answer probe sizes from 3 to 8), ``probe-fixed`` the same probe
-with every group G = 5, and ``uniform-batch`` is uniform sampling at B = 8, G = 5 (the control:
-what the smaller groups do without the selection); the two ``-small`` arms ask whether fewer
-prompts per step (B = 4) buy the same for half the tokens:
+completions per step; the default takes the main job's own budget (B x G = 8 x 4 = 32 completions,
+over prompts whose groups the answer probe sizes from 3 to 8), ``probe-40`` the same with 40
+completions a step (the default before 2026-12-07's twelfth session), ``probe-fixed`` the same probe
+with every group G = 5, and ``uniform-batch`` is uniform sampling at the main job's B and G (the
+control: what the smaller groups do without the selection); the two ``-small`` arms ask whether
+fewer prompts per step (B = 4) buy the same for half the tokens:
 
     uniform        prompts drawn uniformly, every group kept, B = 8 x G = 8 (the baseline)
-    uniform-batch  prompts drawn uniformly at the main job's B and G (the control for its batch)
+    uniform-batch  prompts drawn uniformly at the main job's B and G (8 x 4: the control for its batch)
     dapo           DAPO dynamic sampling: zero-signal groups dropped after they are paid for, redrawn
     skip           pre-rollout skipping from each prompt's own record (GRESO's rule: its last group
                    taught nothing; or the posterior predicts so), drawn anyway 10% of the time
     adaptive       the difficulty frontier: levels whose predicted pass rate is in the target band
+    probe-40       the default's probe and sized groups with 40 completions a step (B x G = 8 x 5)
     probe-fixed    the answer probe with one group size, G = 5 (the default before sized groups)
     probe-small    the answer probe at B = 4, G = 5
     uniform-small  uniform sampling at B = 4 (the control: what the smaller batch does alone)
@@ -60,7 +62,7 @@ OFF = {"data": {"dynamic_sampling": False, "skip_predicted_zero_signal": False, 
                 "difficulty_envs": None, "skip_reweight": False, "skip_after": 0, "answer_probe": False,
                 "skip_explore": 0.1},
        "rollout": {"adaptive_group_size": DROP}}
-FIXED_G = {"rollout": {"adaptive_group_size": DROP}}
+FIXED_G = {"rollout": {"adaptive_group_size": DROP, "group_size": 5}}
 BATCH8 = {"data": {"prompts_per_step": 8}, "rollout": {"group_size": 8}}
 
 
@@ -80,6 +82,7 @@ ARMS: dict[str, dict[str, dict[str, Any]]] = {
     "skip": merged(OFF, BATCH8, {"data": {"skip_predicted_zero_signal": True, "skip_after": 1,
                                           "skip_threshold": 0.8}}),
     "adaptive": merged(OFF, BATCH8, {"data": {"target_pass_rate": [0.2, 0.8]}}),
+    "probe-40": {"rollout": {"group_size": 5}},
     "probe-fixed": FIXED_G,
     "probe-small": merged(FIXED_G, {"data": {"prompts_per_step": 4}}),
     "uniform-small": merged(OFF, {"data": {"prompts_per_step": 4}}),

@@ -20,7 +20,13 @@ def test_every_arm_is_a_config_the_trainer_accepts(arm, tmp_path):
     cfg = se.arm_config(yaml.safe_load(se.MAIN_JOB.read_text()), arm, 0, None, tmp_path)
     config = GRPOConfig.from_dict(cfg)
     sizes = config.rollout.adaptive_group_size
-    assert (sizes is not None) == (arm == "default")           # only the main job's own arm sizes groups
+    assert (sizes is not None) == (arm in ("default", "probe-40"))   # only these size groups from the probe
+    budget = config.data.prompts_per_step * config.rollout.group_size
+    main = yaml.safe_load(se.MAIN_JOB.read_text())
+    expected = {"default": main["data"]["prompts_per_step"] * main["rollout"]["group_size"], "probe-40": 40,
+                "probe-fixed": 40, "uniform": 64}
+    if arm in expected:
+        assert budget == expected[arm]                           # completions a step, as the docstring says
     assert se.DROP not in yaml.safe_dump(cfg)                    # a dropped key is gone, not the marker
 
 
