@@ -17,12 +17,12 @@ from proctor.trainer.config import GRPOConfig  # noqa: E402
 
 @pytest.mark.parametrize("arm", list(se.ARMS))
 def test_every_arm_is_a_config_the_trainer_accepts(arm, tmp_path):
-    cfg = se.arm_config(yaml.safe_load(se.MAIN_JOB.read_text()), arm, 0, None, tmp_path)
+    main = yaml.safe_load(se.MAIN_JOB.read_text())
+    cfg = se.arm_config(main, arm, 0, None, tmp_path)
     config = GRPOConfig.from_dict(cfg)
     sizes = config.rollout.adaptive_group_size
     assert (sizes is not None) == (arm in ("default", "probe-40"))   # only these size groups from the probe
     budget = config.data.prompts_per_step * config.rollout.group_size
-    main = yaml.safe_load(se.MAIN_JOB.read_text())
     expected = {"default": main["data"]["prompts_per_step"] * main["rollout"]["group_size"], "probe-40": 40,
                 "probe-fixed": 40, "uniform": 64}
     if arm in expected:
