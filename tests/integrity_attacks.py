@@ -63,6 +63,10 @@ BOMBED = ("compile_error", "timeout", "memory")
 
 # Small limits keep the battery fast; jobs of one language and these limits share one container.
 LIM = Limits(wall_s=5, cpu_s=2, memory_mb=256)
+# A cross-job attacker scans its whole memory and every readable file for the earlier job's
+# canary: under gVisor on a loaded 2-core machine a JVM's scan can use up 2 s of CPU, and a
+# timeout would end the search before it proves anything. The same memory: the same container.
+XJOB_LIM = Limits(wall_s=30, cpu_s=10, memory_mb=256)
 # A compile bomb may use its whole compile budget: keep that short too.
 BOMB_LIM = Limits(wall_s=5, cpu_s=2, memory_mb=256, compile_s=10)
 
@@ -2525,7 +2529,7 @@ def _forged(name: str, language: str, code: str, tests: Optional[str] = None,
 def _cross_job(name: str, language: str, attacker: str, tests: str, setup: Callable[[str], Job]) -> Attack:
     """`setup(canary)` holds the canary; `attacker` passes `tests` only if it finds that canary."""
     hex_digits = _canary_hex()
-    job = _job(language, attacker, _fill(tests, REV=hex_digits[::-1]))
+    job = _job(language, attacker, _fill(tests, REV=hex_digits[::-1]), limits=XJOB_LIM)
     return Attack(name, "cross-job-memory", language, job, setup=setup(hex_digits))
 
 
