@@ -47,6 +47,7 @@ _DEFINED = set("TDBRCWVui")
 CC = ("/usr/bin/gcc", "-std=gnu17", "-O2")
 CXX = ("/usr/bin/g++", "-std=gnu++17", "-O2")
 PCH_HEADER = "bits/stdc++.h"
+CRYPTO_SYMBOLS = "/opt/proctor/native/libcrypto-symbols.txt"   # list_crypto_symbols, at image build
 # Preludes: header files of `#include <...>` lines only (images/cpp/preludes), each precompiled
 # beside itself at image build. A C++ unit that starts with a prelude's exact text compiles with
 # those lines blanked (line numbers stay) and `-include` of the prelude: the same tokens, but
@@ -107,10 +108,9 @@ def build(job: dict, budget: "Budget", gvisor: bool) -> tuple[list[dict], Launch
         steps.append(budget.step(["/usr/bin/objcopy", "--redefine-syms=renames", "main.o"]))
         if not ok(steps[-1]):
             return [refused(steps[-1], "could not rename the program's symbols")], None
-    # libcrypto (openssl/md5.h, HumanEval-X's C++ md5 row) is linked only into programs that call it.
     # gold: about half bfd's time for these links (~30 of ~60 ms); --wrap and COMDAT groups alike.
     link = [compiler, std, opt, "-fuse-ld=gold", "-o", "prog", GUARD_O, *objects, "-lm",
-            "-Wl,--push-state,--as-needed", "-lcrypto", "-Wl,--pop-state", "-Wl,--wrap=main"]
+            *crypto_options(symbols), "-Wl,--wrap=main"]
     steps.append(budget.step(link))
     if not ok(steps[-1]):
         return steps, None
@@ -253,6 +253,51 @@ def renamed_groups(symbols: dict[str, dict[str, str]], renames: list[str], reade
     return [s for s in signatures if s not in kept and s not in renames]
 
 
+def crypto_options(symbols: dict[str, dict[str, str]]) -> list[str]:
+    """The link options for libcrypto (openssl/md5.h, HumanEval-X's C++ md5 row): none unless an
+    object calls one of its functions.
+
+    --as-needed alone gives the same program, but gold still reads all of libcrypto's symbols
+    for that (~17 of ~40 ms a link). A strong undefined reference is what --as-needed counts,
+    so the test is the same one the linker makes; without the list, the link reads libcrypto.
+    """
+    library = crypto_symbols()
+    if library is not None and not any(t == "U" and s in library for obj in symbols.values() for s, t in obj.items()):
+        return []
+    return ["-Wl,--push-state,--as-needed", "-lcrypto", "-Wl,--pop-state"]
+
+
+_CRYPTO: list[frozenset[str]] = []
+
+
+def crypto_symbols() -> frozenset[str] | None:
+    """libcrypto's functions and data (listed when the image was built), or None where no list is."""
+    if not _CRYPTO:
+        try:
+            with open(CRYPTO_SYMBOLS) as f:
+                _CRYPTO.append(frozenset(line.strip() for line in f if line.strip()))
+        except FileNotFoundError:
+            return None
+    return _CRYPTO[0]
+
+
+def list_crypto_symbols() -> int:
+    """At image build: write the names libcrypto's shared object defines (CRYPTO_SYMBOLS); returns how many."""
+    import subprocess
+
+    lib = subprocess.run([CC[0], "-print-file-name=libcrypto.so"], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    if not os.path.isabs(lib):
+        raise RuntimeError("gcc finds no libcrypto.so: install libssl-dev")
+    out = subprocess.run(["/usr/bin/nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True)
+    names = sorted({line.split()[-1].split("@")[0] for line in out.stdout.splitlines() if len(line.split()) >= 2})
+    if len(names) < 1000:
+        raise RuntimeError(f"nm listed {len(names)} symbols of {lib}: expected thousands")
+    with open(CRYPTO_SYMBOLS, "w") as f:
+        f.write("".join(n + "\n" for n in names))
+    return len(names)
+
+
 _LIBRARY: set[str] = set()
 
 
@@ -331,11 +376,13 @@ def _gch_read(source: str, options: list[str]) -> str | None:
     return used[0] if used else None
 
 
-if __name__ == "__main__":   # python3 native.py make-pch (images/cpp/Dockerfile)
+if __name__ == "__main__":   # python3 native.py make-pch | crypto-symbols (images/cpp/Dockerfile)
     import sys
 
     if sys.argv[1:] == ["make-pch"]:
         print(make_pch())
+    elif sys.argv[1:] == ["crypto-symbols"]:   # images/cpp/Dockerfile
+        print(list_crypto_symbols(), "libcrypto symbols")
     elif sys.argv[1:] == ["pch-used"]:   # tests/test_sandbox_pch.py
         print(pch_used() or "none")
     elif sys.argv[1:] == ["preludes-used"]:   # tests/test_sandbox_pch.py: "prelude gch" per line
