@@ -32,12 +32,12 @@ class Server:
     """A child process serving HTTP; its log goes to a file (a pipe nobody reads could fill and stall it)."""
 
     def __init__(self, name: str, cmd: list[str], cwd: Path, log_path: Path, ready_url: str,
-                 headers: Optional[dict] = None) -> None:
+                 headers: Optional[dict] = None, env: Optional[dict] = None) -> None:
         self.name, self.log_path = name, log_path
         self.log = open(log_path, "wb")
         # A session of its own, so that stopping it also reaches the job processes it started.
         self.proc = subprocess.Popen(cmd, cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                                     start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
         self.wait_ready(ready_url, headers or {})
 
     def wait_ready(self, url: str, headers: dict) -> None:
@@ -104,9 +104,14 @@ class Servers:
                              "(or pass --sf-url of a running one)")
         port = free_port()
         self.sf_url = f"http://127.0.0.1:{port}"
+        # SHLVL=1, as its image's start (bash scripts/run.sh, then make) leaves it. Each job is a
+        # `bash -c` whose stdin is a socket (uvloop's pipes), and Debian's bash then reads
+        # ~/.bashrc when SHLVL is below 2: started from a shell at SHLVL 0, every job would run
+        # this machine's ~/.bashrc (here `pyenv init`, ~0.25 s), which its deployment never does.
         self.started.append(Server("SandboxFusion", [str(uvicorn), "sandbox.server.server:app", "--host",
                                                      "127.0.0.1", "--port", str(port)],
-                                   src, self.workdir / "sandboxfusion.log", f"{self.sf_url}/v1/ping"))
+                                   src, self.workdir / "sandboxfusion.log", f"{self.sf_url}/v1/ping",
+                                   env={"SHLVL": "1"}))
         commit = (src / ".source_commit").read_text().strip()[:10] if (src / ".source_commit").exists() else "?"
         self.sf_description = f"SandboxFusion {commit} from {src}, config local.yaml (isolation: none), one uvicorn"
 
