@@ -69,8 +69,10 @@ def test_resource_attacks_get_their_verdict(sb, language, monkeypatch):
     # RLIMIT_DATA either, and Go programs get no RLIMIT_AS, so the cgroup's OOM killer is what
     # stops the Go memory bomb: it takes the job ("memory") or, in 3 of 5 runs here,
     # the whole sandbox (infra_error: not judged, never scored). Under runc it is always "memory".
+    # Measured once more (2026-12-07, thirteenth session, a whole-suite run on the 2-core AMD VM):
+    # gVisor's page faults were slow enough that the bomb used up its CPU limit first ("timeout").
     if language == "go":
-        monkeypatch.setitem(adversarial_langs.EXPECTED, "memory", ("memory", "infra_error"))
+        monkeypatch.setitem(adversarial_langs.EXPECTED, "memory", ("memory", "infra_error", "timeout"))
     # Measured once in five whole-suite runs under gVisor on the 2-core AMD VM (2026-12-07):
     # V8's last-ditch collections near --max-old-space-size ran past the CPU limit before V8
     # gave up, so the heap bomb came back "timeout". Never a pass; under runc always "memory".
