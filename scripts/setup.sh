@@ -11,10 +11,12 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*" >&2; }
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 
-# 1. Debian packages: the Docker engine, mmdebstrap (for the image base), and
-# openssh-server for the ssh:// engine test (tests/test_sandbox_ssh.py starts its own sshd).
+# 1. Debian packages: the Docker engine, mmdebstrap (for the image base), openssh-server for
+# the ssh:// engine test (tests/test_sandbox_ssh.py starts its own sshd), and iproute2 for the
+# bridge of the tests' second dockerd (tests/second_dockerd.py).
 need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v mmdebstrap >/dev/null 2>&1 || need+=(mmdebstrap)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 if [ ${#need[@]} -gt 0 ]; then

@@ -1,10 +1,12 @@
 """A second, private dockerd for tests: a host that cannot start containers, or a TLS engine.
 
 The daemon runs under its own temp dir (data root, exec root, pid file, config file) and
-cgroup parent, with no bridge and no iptables, so it touches nothing of the machine's
-engine; `stop()` leaves nothing behind: the engine, its containerd and shims, every
+cgroup parent, on a bridge of its own and without iptables, so it touches nothing of the
+machine's engine (with ``--bridge=none`` dockerd deletes the machine's ``docker0``, and
+every ``docker run`` on the default network fails until the machine's dockerd restarts:
+measured). `stop()` leaves nothing behind: the engine, its containerd and shims, every
 process in its containers (found by its cgroup parent and its unique directory, never
-by a process name), its mounts, cgroups and directory.
+by a process name), its mounts, cgroups, bridge and directory.
 
 * ``SecondEngine()`` listens on a unix socket in that dir. Its default runtime is a shell
   script that runs ``real`` (``runc``; or ``/usr/bin/runsc``), except that while the file
@@ -41,6 +43,7 @@ from proctor.sandbox import TLSConfig
 from proctor.sandbox.engine import connect
 
 PREFIX = "proctor-dockerd-"
+BRIDGE_PREFIX = "pxd"   # + 8 hex digits: within a link name's 15 characters
 RUNTIME_MESSAGE = "proctor test runtime: this host cannot start containers"
 GVISOR = "/usr/bin/runsc"
 GVISOR_WITH_NETWORK = "runsc-with-network"   # registered when the machine has runsc
@@ -72,7 +75,9 @@ class SecondEngine:
         self.port = free_port() if tls else None
         self.url = f"tcp://127.0.0.1:{self.port}" if tls else f"unix://{self.dir}/docker.sock"
         self.client_tls: Optional[TLSConfig] = None
-        self.cgroup_parent = f"proctor-dockerd-{secrets.token_hex(4)}"
+        token = secrets.token_hex(4)
+        self.cgroup_parent = f"proctor-dockerd-{token}"
+        self.bridge = f"{BRIDGE_PREFIX}{token}"   # made by start(), deleted by stop()
         self.proc: subprocess.Popen | None = None
         self.log = self.dir / "dockerd.log"
         (self.dir / "owner").write_text(str(os.getpid()))
@@ -101,8 +106,9 @@ class SecondEngine:
 
     def start(self, timeout_s: float = 90.0) -> "SecondEngine":
         d = self.dir
+        _make_bridge(self.bridge, d)
         argv = ["dockerd", "--data-root", f"{d}/data", "--exec-root", f"{d}/exec", "--pidfile", f"{d}/dockerd.pid",
-                "-H", self.url, "--config-file", f"{d}/daemon.json", "--bridge=none", "--iptables=false",
+                "-H", self.url, "--config-file", f"{d}/daemon.json", f"--bridge={self.bridge}", "--iptables=false",
                 "--ip-masq=false", "--ip-forward=false", "--userland-proxy=false", "--cgroup-parent", self.cgroup_parent]
         if self.tls:
             argv += self._make_certificates()
@@ -171,8 +177,28 @@ class SecondEngine:
                 pass
             _stop_process(self.proc.pid, self.proc)
         _kill_leftovers(self.dir, self.cgroup_parent)
+        _delete_bridge(self.dir)
         _cleanup_dir(self.dir)
         _remove_cgroups(self.cgroup_parent)
+
+
+def _make_bridge(name: str, d: Path) -> None:
+    """A bridge for the engine's default network, named in ``d``/bridge first (so a clean-up finds it),
+    on an address of 198.18.0.0/15 (reserved for benchmarks: no real network uses it)."""
+    (d / "bridge").write_text(name)
+    subprocess.run(["ip", "link", "add", name, "type", "bridge"], check=True, capture_output=True, timeout=30)
+    subprocess.run(["ip", "addr", "add", f"198.18.{secrets.randbelow(256)}.1/24", "dev", name], check=True,
+                   capture_output=True, timeout=30)
+
+
+def _delete_bridge(d: Path) -> None:
+    """Delete the bridge ``d``/bridge names, if there is one (it may never have been made)."""
+    try:
+        name = (d / "bridge").read_text().strip()
+    except OSError:
+        return
+    if name.startswith(BRIDGE_PREFIX):
+        subprocess.run(["ip", "link", "del", name], capture_output=True, timeout=30)
 
 
 # ------------------------------------------------------------------ certificates (TLS)
@@ -323,6 +349,7 @@ def _reap_stale() -> None:
             cmdline, pid = "", 0
         if pid and str(d) in cmdline:
             _stop_process(pid)
+        _delete_bridge(d)
         _cleanup_dir(d)
 
 
@@ -330,7 +357,7 @@ def can_run_dockerd() -> str | None:
     """Why a second dockerd cannot run here, or None."""
     if os.geteuid() != 0:
         return "starting a second dockerd needs root"
-    for tool in ("dockerd", "runc"):
+    for tool in ("dockerd", "runc", "ip"):
         if shutil.which(tool) is None:
-            return f"{tool} is not installed"
+            return f"{tool} is not installed (bash scripts/setup.sh installs it)"
     return None
