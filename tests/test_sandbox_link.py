@@ -21,7 +21,7 @@ AS_NEEDED = ["-Wl,--push-state,--as-needed", "-lcrypto", "-Wl,--pop-state"]
 
 
 def test_crypto_is_linked_only_for_a_strong_undefined_reference(monkeypatch):
-    monkeypatch.setattr(native, "_CRYPTO", [frozenset({"MD5", "EVP_DigestInit"})])
+    monkeypatch.setattr(native, "crypto_symbols", lambda: frozenset({"MD5", "EVP_DigestInit"}))
     assert native.crypto_options({"main.o": {"MD5": "U", "main": "T"}}) == AS_NEEDED
     assert native.crypto_options({"tests.o": {"EVP_DigestInit": "U"}, "main.o": {"f": "T"}}) == AS_NEEDED
     # The program's own MD5, a weak reference (which --as-needed does not count either), other names.
@@ -31,7 +31,6 @@ def test_crypto_is_linked_only_for_a_strong_undefined_reference(monkeypatch):
 
 
 def test_without_the_list_every_link_reads_libcrypto(monkeypatch, tmp_path):
-    monkeypatch.setattr(native, "_CRYPTO", [])
     monkeypatch.setattr(native, "CRYPTO_SYMBOLS", str(tmp_path / "absent.txt"))
     assert native.crypto_options({"main.o": {"main": "T"}}) == AS_NEEDED
 

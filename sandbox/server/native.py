@@ -22,6 +22,7 @@ never makes for a plain program, and references to the guard's own symbols.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import os
 import re
@@ -267,18 +268,12 @@ def crypto_options(symbols: dict[str, dict[str, str]]) -> list[str]:
     return ["-Wl,--push-state,--as-needed", "-lcrypto", "-Wl,--pop-state"]
 
 
-_CRYPTO: list[frozenset[str]] = []
-
-
 def crypto_symbols() -> frozenset[str] | None:
     """libcrypto's functions and data (listed when the image was built), or None where no list is."""
-    if not _CRYPTO:
-        try:
-            with open(CRYPTO_SYMBOLS) as f:
-                _CRYPTO.append(frozenset(line.strip() for line in f if line.strip()))
-        except FileNotFoundError:
-            return None
-    return _CRYPTO[0]
+    try:
+        return _names(CRYPTO_SYMBOLS)
+    except FileNotFoundError:
+        return None
 
 
 def list_crypto_symbols() -> int:
@@ -298,15 +293,16 @@ def list_crypto_symbols() -> int:
     return len(names)
 
 
-_LIBRARY: set[str] = set()
-
-
-def library_symbols() -> set[str]:
+def library_symbols() -> frozenset[str]:
     """Every symbol the C and C++ libraries define (listed when the image was built)."""
-    if not _LIBRARY:
-        with open("/opt/proctor/native/library-symbols.txt") as f:
-            _LIBRARY.update(line.strip() for line in f if line.strip())
-    return _LIBRARY
+    return _names("/opt/proctor/native/library-symbols.txt")
+
+
+@functools.lru_cache(maxsize=None)
+def _names(path: str) -> frozenset[str]:
+    """The names of a symbol list the image holds, one a line; read once (the image's read-only layer)."""
+    with open(path) as f:
+        return frozenset(line.strip() for line in f if line.strip())
 
 
 class Budget:
